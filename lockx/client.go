@@ -1,0 +1,351 @@
+package lockx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Client hands out locks from one Backend. It owns the backend, the
+// watchdog that renews leases and the in-process bookkeeping for reentrancy;
+// create one per backend and share it. A Client is safe for concurrent use.
+type Client struct {
+	b        Backend
+	notifier Notifier
+	batch    BatchExtender
+	cfg      config
+
+	mu      sync.Mutex
+	holds   map[holdKey]*hold
+	closed  bool
+	done    chan struct{} // closed by Close
+	wd      watchdog
+	gates   gates
+	closing sync.Once
+}
+
+type holdKey struct {
+	key   string
+	owner Owner
+}
+
+// New returns a Client over b. Options set the defaults of every call; an
+// invalid option is reported by every call as an *ArgError.
+func New(b Backend, opts ...Option) *Client {
+	c := &Client{
+		b:     b,
+		cfg:   defaultConfig(),
+		holds: make(map[holdKey]*hold),
+		done:  make(chan struct{}),
+	}
+	if b == nil {
+		c.cfg.fail("backend", "nil")
+	}
+	c.cfg.apply(opts)
+	c.notifier, _ = b.(Notifier)
+	c.batch, _ = b.(BatchExtender)
+	c.wd.init(c)
+	c.gates.init()
+	return c
+}
+
+// Backend returns the backend the client was created with, so patterns can
+// discover its capabilities.
+func (c *Client) Backend() Backend { return c.b }
+
+// Acquire obtains the lock for key, waiting until it is granted, ctx ends,
+// the wait budget (WithWait) is spent or the client is closed. A refusal
+// matches ErrNotAcquired; when ctx ended the error also matches ctx's error.
+//
+// If ctx carries an owner (ContextWithOwner, or a Lock.Context) that already
+// holds key on this client, Acquire re-enters: it returns a new handle with
+// the same token at no cost, and the lock is freed when every handle is
+// released.
+func (c *Client) Acquire(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+	return c.acquire(ctx, "acquire", key, opts, true)
+}
+
+// TryAcquire makes one attempt to obtain the lock for key. It returns an
+// error matching ErrNotAcquired at once if another owner holds it (or, with
+// Fair, if others are queued for it).
+func (c *Client) TryAcquire(ctx context.Context, key string, opts ...Option) (*Lock, error) {
+	return c.acquire(ctx, "acquire", key, opts, false)
+}
+
+// Do acquires key (waiting as Acquire does), runs fn and releases the lock.
+// fn's context is cancelled when the lock is lost or ctx ends; if the lock was
+// lost while fn ran, Do's error matches ErrLost (joined with fn's error).
+func (c *Client) Do(ctx context.Context, key string, fn func(context.Context) error, opts ...Option) error {
+	if fn == nil {
+		return keyError("do", key, &ArgError{Arg: "fn", Reason: "nil"})
+	}
+	l, err := c.Acquire(ctx, key, opts...)
+	if err != nil {
+		return err
+	}
+	fctx, cancel := context.WithCancelCause(l.Context())
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	ferr := fn(fctx)
+	stop()
+	cancel(nil)
+	return errors.Join(ferr, l.Release(context.WithoutCancel(ctx)))
+}
+
+// Close releases every lock still held through this client (best effort,
+// bounded), cancels their contexts with cause ErrClosed, stops the watchdog,
+// wakes waiting Acquire calls with ErrClosed and closes the backend.
+// Close is idempotent.
+func (c *Client) Close() error {
+	var err error
+	c.closing.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		close(c.done)
+		holds := make([]*hold, 0, len(c.holds))
+		for k, h := range c.holds {
+			holds = append(holds, h)
+			delete(c.holds, k)
+		}
+		c.mu.Unlock()
+		c.wd.stop()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		for _, h := range holds {
+			h.finish(ErrClosed)
+			if !h.isLost() {
+				_ = c.b.Release(ctx, h.key, h.owner)
+			}
+			h.releaseGate()
+		}
+		if c.b != nil {
+			err = c.b.Close()
+		}
+	})
+	return err
+}
+
+func (c *Client) validate(key string, cfg *config) error {
+	if cfg.err != nil {
+		return cfg.err
+	}
+	switch {
+	case key == "":
+		return &ArgError{Arg: "key", Reason: "empty"}
+	case len(key) > cfg.maxKeyLen:
+		return &ArgError{Arg: "key", Reason: fmt.Sprintf("%d bytes, longer than the maximum %d", len(key), cfg.maxKeyLen)}
+	}
+	return nil
+}
+
+func (c *Client) acquire(ctx context.Context, op, key string, opts []Option, wait bool) (*Lock, error) {
+	cfg := c.cfg
+	cfg.apply(opts)
+	if err := c.validate(key, &cfg); err != nil {
+		return nil, keyError(op, key, err)
+	}
+	if ctx == nil {
+		return nil, keyError(op, key, &ArgError{Arg: "ctx", Reason: "nil"})
+	}
+	owner, explicit := OwnerFromContext(ctx)
+	if explicit {
+		l, err := c.reenter(ctx, key, owner)
+		if l != nil || err != nil {
+			return l, keyError(op, key, err)
+		}
+	} else {
+		owner = NewOwner()
+	}
+	if err := c.checkOpen(); err != nil {
+		return nil, keyError(op, key, err)
+	}
+
+	var budget <-chan time.Time
+	if wait && cfg.wait > 0 {
+		t := time.NewTimer(cfg.wait)
+		defer t.Stop()
+		budget = t.C
+	}
+	var gate func()
+	if cfg.localFirst {
+		var err error
+		if gate, err = c.gates.enter(ctx, key, wait, budget, c.done); err != nil {
+			return nil, keyError(op, key, err)
+		}
+	}
+	req := Request{Key: key, Owner: owner, Lease: cfg.lease, Fair: cfg.fair, Wait: wait, QueueTTL: cfg.queueTTL}
+	res, start, err := c.obtain(ctx, req, &cfg, budget)
+	if err != nil {
+		if gate != nil {
+			gate()
+		}
+		return nil, keyError(op, key, err)
+	}
+	return c.register(ctx, req, res, start, &cfg, gate), nil
+}
+
+func (c *Client) checkOpen() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// reenter returns a new handle on a hold owner already has for key, or nil
+// if there is none. It waits out a concurrent final release of the same hold
+// so that the backend never sees a release overtake a re-acquisition.
+func (c *Client) reenter(ctx context.Context, key string, owner Owner) (*Lock, error) {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, ErrClosed
+		}
+		h := c.holds[holdKey{key, owner}]
+		if h == nil {
+			c.mu.Unlock()
+			return nil, nil
+		}
+		if h.releasing == nil && !h.isLost() {
+			h.count++
+			c.mu.Unlock()
+			return &Lock{h: h}, nil
+		}
+		pending := h.releasing
+		c.mu.Unlock()
+		if pending == nil { // lost: acquire afresh under the same owner
+			return nil, nil
+		}
+		select {
+		case <-pending:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", ErrNotAcquired, context.Cause(ctx))
+		}
+	}
+}
+
+// register records a granted lock, or merges it into a hold the same owner
+// gained concurrently (the backend's Acquire is idempotent per owner).
+func (c *Client) register(ctx context.Context, req Request, res Result, start time.Time, cfg *config, gate func()) *Lock {
+	c.mu.Lock()
+	k := holdKey{req.Key, req.Owner}
+	if h := c.holds[k]; h != nil && h.releasing == nil && !h.isLost() && h.token == res.Token {
+		h.count++
+		c.mu.Unlock()
+		if gate != nil {
+			gate()
+		}
+		return &Lock{h: h}
+	}
+	h := newHold(c, ctx, req, res, start, cfg, gate)
+	c.holds[k] = h
+	c.mu.Unlock()
+	h.armValidity()
+	if h.watchdog {
+		c.wd.add(h)
+	}
+	return &Lock{h: h}
+}
+
+// obtain runs the attempt loop: register for wake-up, try, and wait for a
+// notification, the backoff timer (bounded by the holder's remaining lease)
+// or the end of the wait.
+func (c *Client) obtain(ctx context.Context, req Request, cfg *config, budget <-chan time.Time) (Result, time.Time, error) {
+	bo := newBackoff(cfg.minBackoff, cfg.maxBackoff)
+	var lastErr error
+	ambiguous := false
+	for {
+		var wake <-chan struct{}
+		unwatch := func() {}
+		if req.Wait && c.notifier != nil {
+			w, cancel, err := c.notifier.Watch(ctx, req.Key, req.Owner)
+			if err == nil {
+				wake, unwatch = w, cancel
+			}
+		}
+		start := time.Now()
+		res, err := c.b.Acquire(ctx, req)
+		if err == nil && res.Acquired {
+			unwatch()
+			if !res.Token.valid() {
+				c.abandon(req)
+				return Result{}, start, Unavailable("acquire", fmt.Errorf("backend issued invalid token %d", res.Token))
+			}
+			return res, start, nil
+		}
+		if err != nil {
+			ambiguous = true
+			lastErr = err
+		}
+		if ctx.Err() != nil {
+			unwatch()
+			c.giveUp(req, ambiguous)
+			return Result{}, start, joinErr(ErrNotAcquired, context.Cause(ctx), lastErr)
+		}
+		if !req.Wait {
+			unwatch()
+			if err != nil {
+				c.giveUp(req, ambiguous)
+				return Result{}, start, err
+			}
+			return Result{}, start, ErrNotAcquired
+		}
+		delay := bo.next()
+		if err == nil && res.TTL > 0 && res.TTL+time.Millisecond < delay {
+			delay = res.TTL + time.Millisecond
+		}
+		if req.Fair && delay > req.QueueTTL/3 {
+			delay = req.QueueTTL / 3
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-wake:
+		case <-t.C:
+		case <-ctx.Done():
+		case <-budget:
+			t.Stop()
+			unwatch()
+			c.giveUp(req, true)
+			return Result{}, start, joinErr(ErrNotAcquired, nil, lastErr)
+		case <-c.done:
+			t.Stop()
+			unwatch()
+			c.giveUp(req, ambiguous || req.Fair)
+			return Result{}, start, joinErr(ErrNotAcquired, ErrClosed, nil)
+		}
+		t.Stop()
+		unwatch()
+	}
+}
+
+// giveUp withdraws from a fair queue and frees a grant that may have
+// happened behind an unanswered attempt. Release is owner-checked, so it can
+// never free another owner's lock.
+func (c *Client) giveUp(req Request, needed bool) {
+	if needed || req.Fair {
+		c.abandon(req)
+	}
+}
+
+func (c *Client) abandon(req Request) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = c.b.Release(ctx, req.Key, req.Owner)
+}
+
+func joinErr(verdict, cause, last error) error {
+	switch {
+	case cause != nil && last != nil:
+		return fmt.Errorf("%w: %w (last error: %w)", verdict, cause, last)
+	case cause != nil:
+		return fmt.Errorf("%w: %w", verdict, cause)
+	case last != nil:
+		return fmt.Errorf("%w: last error: %w", verdict, last)
+	}
+	return verdict
+}
+
+func (t Token) valid() bool { return t > 0 && t <= MaxToken }

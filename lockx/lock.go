@@ -1,0 +1,321 @@
+package lockx
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Lock is a handle on a held lock. Reentrant acquisitions return further
+// handles on the same hold; each handle is released once. All methods are
+// safe for concurrent use, and on a nil *Lock they return ErrNotHeld.
+type Lock struct {
+	h        *hold
+	released atomic.Bool
+}
+
+// hold is the shared state of one grant: every handle of one (key, owner)
+// points at it.
+type hold struct {
+	c        *Client
+	key      string
+	owner    Owner
+	token    Token
+	watchdog bool
+	logCfg   *config
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	lost   chan struct{}
+	gate   func() // local-first gate, released with the hold
+
+	// guarded by c.mu
+	count     int
+	releasing chan struct{} // non-nil while the final release runs
+
+	mu         sync.Mutex
+	lease      time.Duration
+	validUntil time.Time // local: grant start + lease − drift
+	nextRenew  time.Time
+	timer      *time.Timer
+	finished   bool
+	lostFlag   atomic.Bool
+	drift      func(time.Duration) time.Duration
+}
+
+func newHold(c *Client, ctx context.Context, req Request, res Result, start time.Time, cfg *config, gate func()) *hold {
+	lctx, cancel := context.WithCancelCause(ContextWithOwner(context.WithoutCancel(ctx), req.Owner))
+	lease := req.Lease
+	if res.TTL > 0 && res.TTL < lease {
+		lease = res.TTL // a fair handoff may carry less than a full lease
+	}
+	cfgCopy := *cfg
+	h := &hold{
+		c:        c,
+		key:      req.Key,
+		owner:    req.Owner,
+		token:    res.Token,
+		watchdog: cfg.watchdog,
+		logCfg:   &cfgCopy,
+		ctx:      lctx,
+		cancel:   cancel,
+		lost:     make(chan struct{}),
+		gate:     gate,
+		count:    1,
+		lease:    req.Lease,
+		drift:    cfgCopy.drift,
+	}
+	h.validUntil = start.Add(lease - h.drift(lease))
+	h.nextRenew = start.Add(lease / 3)
+	return h
+}
+
+// armValidity starts the timer that declares the lock lost once its local
+// validity has passed without a renewal.
+func (h *hold) armValidity() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.finished {
+		return
+	}
+	h.timer = time.AfterFunc(time.Until(h.validUntil), h.checkExpired)
+}
+
+func (h *hold) checkExpired() {
+	h.mu.Lock()
+	if h.finished {
+		h.mu.Unlock()
+		return
+	}
+	if d := time.Until(h.validUntil); d > 0 { // renewed meanwhile
+		h.timer.Reset(d)
+		h.mu.Unlock()
+		return
+	}
+	h.mu.Unlock()
+	h.markLost("lease expired locally before renewal")
+}
+
+// renewed records a successful extension sent at start for lease.
+func (h *hold) renewed(start time.Time, lease time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.finished {
+		return
+	}
+	h.lease = lease
+	h.validUntil = start.Add(lease - h.drift(lease))
+	h.nextRenew = start.Add(lease / 3)
+	if h.timer != nil {
+		h.timer.Reset(time.Until(h.validUntil))
+	}
+}
+
+func (h *hold) isLost() bool { return h.lostFlag.Load() }
+
+// markLost signals loss: Lost closes and the context is cancelled with
+// ErrLost. The hold leaves the registry so the owner can acquire afresh.
+func (h *hold) markLost(why string) {
+	if !h.lostFlag.CompareAndSwap(false, true) {
+		return
+	}
+	close(h.lost)
+	h.cancel(ErrLost)
+	h.c.wd.remove(h)
+	h.c.mu.Lock()
+	if h.c.holds[holdKey{h.key, h.owner}] == h {
+		delete(h.c.holds, holdKey{h.key, h.owner})
+	}
+	h.c.mu.Unlock()
+	if l := h.logCfg.logger; l != nil {
+		l.Warn("lockx: lock lost", "key", h.key, "token", uint64(h.token), "reason", why)
+	}
+}
+
+// finish stops the hold's timers and cancels its context with cause.
+func (h *hold) finish(cause error) {
+	h.mu.Lock()
+	if h.finished {
+		h.mu.Unlock()
+		return
+	}
+	h.finished = true
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	h.mu.Unlock()
+	h.c.wd.remove(h)
+	h.cancel(cause)
+}
+
+func (h *hold) releaseGate() {
+	if h.gate != nil {
+		h.gate()
+		h.gate = nil
+	}
+}
+
+// Key returns the lock's key.
+func (l *Lock) Key() string {
+	if l == nil || l.h == nil {
+		return ""
+	}
+	return l.h.key
+}
+
+// Owner returns the owner id the lock is held under.
+func (l *Lock) Owner() Owner {
+	if l == nil || l.h == nil {
+		return ""
+	}
+	return l.h.owner
+}
+
+// Token returns the lock's fencing token. Reentrant handles share it.
+func (l *Lock) Token() Token {
+	if l == nil || l.h == nil {
+		return 0
+	}
+	return l.h.token
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Lost returns a channel that is closed when the lock's lease is lost
+// (renewal failed or was impossible, or an explicit lease ran out). It is
+// not closed by Release.
+func (l *Lock) Lost() <-chan struct{} {
+	if l == nil || l.h == nil {
+		return closedChan
+	}
+	return l.h.lost
+}
+
+// Context returns a context that carries the lock's owner (so Acquire under
+// it re-enters) and is cancelled when the lock is lost (cause ErrLost),
+// released (cause ErrReleased) or its client closed (cause ErrClosed). It
+// keeps the values, but not the cancellation, of the context given to
+// Acquire: a wait timeout does not end the critical section.
+func (l *Lock) Context() context.Context {
+	if l == nil || l.h == nil {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(ErrNotHeld)
+		return ctx
+	}
+	return l.h.ctx
+}
+
+// Extend resets the lease to ttl on the backend. With the watchdog on, ttl
+// becomes the lease it renews from now on. Extending a lost or released lock
+// returns ErrNotHeld.
+func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if l == nil || l.h == nil {
+		return ErrNotHeld
+	}
+	h := l.h
+	if ttl <= 0 {
+		return keyError("extend", h.key, &ArgError{Arg: "ttl", Reason: "must be positive"})
+	}
+	if l.released.Load() || h.isLost() {
+		return keyError("extend", h.key, ErrNotHeld)
+	}
+	start := time.Now()
+	err := h.c.b.Extend(ctx, h.key, h.owner, ttl)
+	switch {
+	case err == nil:
+		h.renewed(start, ttl)
+	case isNotHeld(err):
+		h.markLost("extend: not held")
+	}
+	return keyError("extend", h.key, err)
+}
+
+// TTL returns the lease left on the backend.
+func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	if l == nil || l.h == nil {
+		return 0, ErrNotHeld
+	}
+	if l.released.Load() {
+		return 0, keyError("ttl", l.h.key, ErrNotHeld)
+	}
+	d, err := l.h.c.b.TTL(ctx, l.h.key, l.h.owner)
+	return d, keyError("ttl", l.h.key, err)
+}
+
+// Release gives up this handle. The last handle of a hold frees the lock on
+// the backend, stops its renewal and cancels its context with ErrReleased.
+// Releasing a handle twice returns ErrNotHeld; releasing a lost lock returns
+// ErrLost. A release whose reply was lost is retried, and the retry's "not
+// held" counts as success, so a lock is never released twice.
+func (l *Lock) Release(ctx context.Context) error {
+	if l == nil || l.h == nil {
+		return ErrNotHeld
+	}
+	h := l.h
+	if !l.released.CompareAndSwap(false, true) {
+		return keyError("release", h.key, ErrNotHeld)
+	}
+	c := h.c
+	c.mu.Lock()
+	h.count--
+	if h.count > 0 {
+		c.mu.Unlock()
+		if h.isLost() {
+			return keyError("release", h.key, ErrLost)
+		}
+		return nil
+	}
+	lost := h.isLost()
+	cur := c.holds[holdKey{h.key, h.owner}]
+	owned := cur == h || (cur == nil && !c.closed)
+	if cur == h {
+		h.releasing = make(chan struct{})
+	}
+	c.mu.Unlock()
+
+	h.finish(ErrReleased)
+	var err error
+	if owned {
+		err = releaseWithRetry(ctx, c.b, h.key, h.owner)
+	}
+	h.releaseGate()
+	c.mu.Lock()
+	if c.holds[holdKey{h.key, h.owner}] == h {
+		delete(c.holds, holdKey{h.key, h.owner})
+	}
+	if h.releasing != nil {
+		close(h.releasing)
+	}
+	c.mu.Unlock()
+	if lost && (err == nil || isNotHeld(err)) {
+		err = ErrLost
+	}
+	return keyError("release", h.key, err)
+}
+
+// releaseWithRetry retries a release whose outcome is unknown; a "not held"
+// after an unknown outcome means the first attempt went through.
+func releaseWithRetry(ctx context.Context, b Backend, key string, owner Owner) error {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		err = b.Release(ctx, key, owner)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		if isNotHeld(err) {
+			if attempt > 0 {
+				return nil
+			}
+			return err
+		}
+		t := time.NewTimer(time.Duration(attempt+1) * 10 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		}
+	}
+	return err
+}

@@ -1,0 +1,251 @@
+// Package memlock is lockx's in-process backend: the same semantics as the
+// network backends — owners, leases, fencing tokens, fair queues, wake-up on
+// release — for a single process and for users' own unit tests.
+//
+//	locks := lockx.New(memlock.New())
+//	defer locks.Close()
+//
+// Tokens come from one counter per Backend, so they are strictly increasing
+// for every key, and nothing is kept for a key once it is free.
+package memlock
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/lockx-go/lockx/lockx"
+)
+
+// Backend is an in-process lockx.Backend. The zero value is not usable; call
+// New. A Backend is safe for concurrent use.
+type Backend struct {
+	mu       sync.Mutex
+	locks    map[string]*entry
+	watchers map[string]*watchSet
+	token    lockx.Token
+	now      func() time.Time
+}
+
+type entry struct {
+	owner   lockx.Owner // "" while free but queued
+	token   lockx.Token
+	expires time.Time
+	queue   []queued // fair waiters in arrival order
+}
+
+type queued struct {
+	owner    lockx.Owner
+	deadline time.Time
+}
+
+type watchSet struct{ m map[*watcher]struct{} }
+
+type watcher struct {
+	owner lockx.Owner
+	ch    chan struct{}
+}
+
+// New returns an empty in-process backend.
+func New() *Backend {
+	return &Backend{
+		locks:    make(map[string]*entry),
+		watchers: make(map[string]*watchSet),
+		now:      time.Now,
+	}
+}
+
+var (
+	_ lockx.Backend  = (*Backend)(nil)
+	_ lockx.Notifier = (*Backend)(nil)
+)
+
+// live returns key's entry with expired holders and queue entries dropped,
+// or nil if nothing is left of it. Callers hold b.mu.
+func (b *Backend) live(key string, now time.Time) *entry {
+	e := b.locks[key]
+	if e == nil {
+		return nil
+	}
+	if e.owner != "" && !now.Before(e.expires) {
+		e.owner = ""
+	}
+	q := e.queue[:0]
+	for _, w := range e.queue {
+		if now.Before(w.deadline) {
+			q = append(q, w)
+		}
+	}
+	e.queue = q
+	if e.owner == "" && len(e.queue) == 0 {
+		delete(b.locks, key)
+		return nil
+	}
+	return e
+}
+
+// Acquire implements lockx.Backend.
+func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return lockx.Result{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	e := b.live(req.Key, now)
+	if e != nil && e.owner == req.Owner { // idempotent re-grant
+		e.expires = now.Add(req.Lease)
+		return lockx.Result{Acquired: true, Token: e.token, TTL: req.Lease}, nil
+	}
+	free := e == nil || e.owner == ""
+	if free && req.Fair && e != nil && len(e.queue) > 0 && e.queue[0].owner != req.Owner {
+		free = false // someone queued ahead of us
+	}
+	if free && !req.Fair && e != nil && len(e.queue) > 0 {
+		free = false // fair waiters have priority over barging
+	}
+	if !free {
+		if req.Fair && req.Wait {
+			e = b.enqueue(req, e, now)
+		}
+		var ttl time.Duration
+		if e != nil && e.owner != "" {
+			ttl = e.expires.Sub(now)
+		}
+		return lockx.Result{TTL: ttl}, nil
+	}
+	if e == nil {
+		e = &entry{}
+		b.locks[req.Key] = e
+	}
+	if len(e.queue) > 0 && e.queue[0].owner == req.Owner {
+		e.queue = e.queue[1:]
+	}
+	b.token++
+	e.owner, e.token, e.expires = req.Owner, b.token, now.Add(req.Lease)
+	return lockx.Result{Acquired: true, Token: e.token, TTL: req.Lease}, nil
+}
+
+func (b *Backend) enqueue(req lockx.Request, e *entry, now time.Time) *entry {
+	if e == nil {
+		e = &entry{}
+		b.locks[req.Key] = e
+	}
+	qttl := req.QueueTTL
+	if qttl <= 0 {
+		qttl = lockx.DefaultQueueTTL
+	}
+	for i := range e.queue {
+		if e.queue[i].owner == req.Owner {
+			e.queue[i].deadline = now.Add(qttl)
+			return e
+		}
+	}
+	e.queue = append(e.queue, queued{owner: req.Owner, deadline: now.Add(qttl)})
+	return e
+}
+
+// Extend implements lockx.Backend.
+func (b *Backend) Extend(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	e := b.live(key, now)
+	if e == nil || e.owner != owner {
+		return lockx.ErrNotHeld
+	}
+	e.expires = now.Add(lease)
+	return nil
+}
+
+// Release implements lockx.Backend.
+func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	e := b.live(key, now)
+	if e == nil {
+		return lockx.ErrNotHeld
+	}
+	if e.owner != owner {
+		for i, w := range e.queue {
+			if w.owner == owner { // a waiter withdrawing
+				e.queue = append(e.queue[:i], e.queue[i+1:]...)
+				if i == 0 && e.owner == "" {
+					b.wake(key, e)
+				}
+				b.live(key, now)
+				break
+			}
+		}
+		return lockx.ErrNotHeld
+	}
+	e.owner = ""
+	b.wake(key, e)
+	b.live(key, now)
+	return nil
+}
+
+// wake notifies the head of the fair queue, or every watcher of key when no
+// one is queued. Callers hold b.mu.
+func (b *Backend) wake(key string, e *entry) {
+	var head lockx.Owner
+	if len(e.queue) > 0 {
+		head = e.queue[0].owner
+	}
+	ws := b.watchers[key]
+	if ws == nil {
+		return
+	}
+	for w := range ws.m {
+		if head == "" || w.owner == head {
+			select {
+			case w.ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// TTL implements lockx.Backend.
+func (b *Backend) TTL(ctx context.Context, key string, owner lockx.Owner) (time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	e := b.live(key, now)
+	if e == nil || e.owner != owner {
+		return 0, lockx.ErrNotHeld
+	}
+	return e.expires.Sub(now), nil
+}
+
+// Watch implements lockx.Notifier.
+func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-chan struct{}, func(), error) {
+	w := &watcher{owner: owner, ch: make(chan struct{}, 1)}
+	b.mu.Lock()
+	ws := b.watchers[key]
+	if ws == nil {
+		ws = &watchSet{m: make(map[*watcher]struct{})}
+		b.watchers[key] = ws
+	}
+	ws.m[w] = struct{}{}
+	b.mu.Unlock()
+	return w.ch, func() {
+		b.mu.Lock()
+		delete(ws.m, w)
+		if len(ws.m) == 0 && b.watchers[key] == ws {
+			delete(b.watchers, key)
+		}
+		b.mu.Unlock()
+	}, nil
+}
+
+// Close implements lockx.Backend. It keeps the state: locks held in the
+// backend outlive a Client closed over it, as they would on a server.
+func (b *Backend) Close() error { return nil }

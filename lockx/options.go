@@ -1,0 +1,170 @@
+package lockx
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Defaults. The backoff bounds come from the seeds (50 ms → 1 s); the lease
+// from Redisson's watchdog default.
+const (
+	DefaultLease      = 30 * time.Second
+	DefaultMaxKeyLen  = 512
+	DefaultMinBackoff = 50 * time.Millisecond
+	DefaultMaxBackoff = time.Second
+	DefaultQueueTTL   = 5 * time.Second
+)
+
+// Option configures a Client (given to New, it sets the default for every
+// call) or a single call (given to Acquire, TryAcquire or Do).
+type Option func(*config)
+
+type config struct {
+	lease      time.Duration // 0 → DefaultLease with watchdog
+	watchdog   bool          // renew at lease/3 until release
+	wait       time.Duration // wait budget; 0 → until ctx ends
+	fair       bool
+	localFirst bool
+	queueTTL   time.Duration
+	minBackoff time.Duration
+	maxBackoff time.Duration
+	maxKeyLen  int
+	driftFrac  float64
+	driftFixed time.Duration
+	logger     *slog.Logger
+	err        error // first invalid option
+}
+
+func defaultConfig() config {
+	return config{
+		lease:      DefaultLease,
+		watchdog:   true,
+		queueTTL:   DefaultQueueTTL,
+		minBackoff: DefaultMinBackoff,
+		maxBackoff: DefaultMaxBackoff,
+		maxKeyLen:  DefaultMaxKeyLen,
+		driftFrac:  0.01,
+		driftFixed: 2 * time.Millisecond,
+	}
+}
+
+func (c *config) apply(opts []Option) {
+	for _, o := range opts {
+		if o != nil {
+			o(c)
+		}
+	}
+}
+
+func (c *config) fail(arg, reason string) {
+	if c.err == nil {
+		c.err = &ArgError{Arg: arg, Reason: reason}
+	}
+}
+
+// drift is the clock-drift allowance subtracted from a lease to get the
+// holder's local validity: lease·frac + fixed, as in Redlock.
+func (c *config) drift(lease time.Duration) time.Duration {
+	return time.Duration(float64(lease)*c.driftFrac) + c.driftFixed
+}
+
+// WithLease sets an explicit lease and turns the watchdog off: the lock
+// expires on the backend d after it was granted unless the holder calls
+// Extend, and Lost fires when that moment has locally passed. A
+// non-positive d is an *ArgError at the call.
+func WithLease(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.fail("lease", "must be positive")
+			return
+		}
+		c.lease, c.watchdog = d, false
+	}
+}
+
+// WithWatchdog sets the lease the watchdog keeps renewing (at lease/3) until
+// release; this is the default mode with DefaultLease. A shorter lease frees
+// a crashed holder's lock sooner at the cost of more renewals.
+func WithWatchdog(lease time.Duration) Option {
+	return func(c *config) {
+		if lease <= 0 {
+			c.fail("lease", "must be positive")
+			return
+		}
+		c.lease, c.watchdog = lease, true
+	}
+}
+
+// WithWait sets the wait budget of Acquire: it gives up with ErrNotAcquired
+// once d has passed. Zero (the default) waits until the context ends.
+func WithWait(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.fail("wait", "must not be negative")
+			return
+		}
+		c.wait = d
+	}
+}
+
+// Fair grants the lock to waiters in arrival order and wakes only the next
+// one. A waiter that stops refreshing its place (crashed) is dropped from the
+// queue after the queue TTL (WithQueueTTL).
+func Fair() Option { return func(c *config) { c.fair = true } }
+
+// WithQueueTTL bounds how long a crashed fair waiter can hold up the queue.
+func WithQueueTTL(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.fail("queue ttl", "must be positive")
+			return
+		}
+		c.queueTTL = d
+	}
+}
+
+// LocalFirst makes goroutines of this process that contend for one key queue
+// in-process first, so only one of them contends with other processes at a
+// time (seed 000 §6.3). It cuts backend load under local contention.
+func LocalFirst() Option { return func(c *config) { c.localFirst = true } }
+
+// WithBackoff sets the bounds of the exponential backoff (with jitter)
+// between attempts while waiting. With a Notifier backend it is only the
+// fallback for a lost notification.
+func WithBackoff(min, max time.Duration) Option {
+	return func(c *config) {
+		if min <= 0 || max < min {
+			c.fail("backoff", "need 0 < min <= max")
+			return
+		}
+		c.minBackoff, c.maxBackoff = min, max
+	}
+}
+
+// WithMaxKeyLen sets the longest key accepted (default 512 bytes).
+func WithMaxKeyLen(n int) Option {
+	return func(c *config) {
+		if n <= 0 {
+			c.fail("max key length", "must be positive")
+			return
+		}
+		c.maxKeyLen = n
+	}
+}
+
+// WithDrift sets the clock-drift allowance: a holder considers its lease
+// valid for lease − elapsed − (lease·factor + fixed). The default is
+// 0.01 and 2 ms.
+func WithDrift(factor float64, fixed time.Duration) Option {
+	return func(c *config) {
+		if factor < 0 || factor >= 0.5 || fixed < 0 {
+			c.fail("drift", "need 0 <= factor < 0.5 and fixed >= 0")
+			return
+		}
+		c.driftFrac, c.driftFixed = factor, fixed
+	}
+}
+
+// WithLogger sets the logger for events worth an operator's attention (lost
+// locks, failed renewals). lockx is silent by default.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }

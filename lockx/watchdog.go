@@ -1,0 +1,169 @@
+package lockx
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// watchdog renews the leases of a client's watchdog-mode locks at lease/3.
+// One goroutine per client serves every lock; it runs only while there is a
+// lock to renew, and renews all locks that are due (or nearly due) together,
+// in one round trip when the backend is a BatchExtender.
+type watchdog struct {
+	c       *Client
+	mu      sync.Mutex
+	set     map[*hold]struct{}
+	running bool
+	kick    chan struct{}
+	base    context.Context // cancelled by stop: ends the loop and in-flight renewals
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	stopped bool
+}
+
+func (w *watchdog) init(c *Client) {
+	w.c = c
+	w.set = make(map[*hold]struct{})
+	w.kick = make(chan struct{}, 1)
+	w.base, w.cancel = context.WithCancel(context.Background())
+}
+
+func (w *watchdog) add(h *hold) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return
+	}
+	w.set[h] = struct{}{}
+	if !w.running {
+		w.running = true
+		w.wg.Add(1)
+		go w.loop()
+		return
+	}
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (w *watchdog) remove(h *hold) {
+	w.mu.Lock()
+	delete(w.set, h)
+	w.mu.Unlock()
+}
+
+// stop ends the goroutine and waits for it. Called once, by Client.Close.
+func (w *watchdog) stop() {
+	w.mu.Lock()
+	w.stopped = true
+	w.mu.Unlock()
+	w.cancel()
+	w.wg.Wait()
+}
+
+// batchWindow: a lock due within this fraction of its lease is renewed with
+// the batch rather than on its own a moment later.
+const batchWindow = 12
+
+func (w *watchdog) loop() {
+	defer w.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		due, wait, ok := w.collect(time.Now())
+		if !ok {
+			return
+		}
+		if len(due) > 0 {
+			w.renew(due)
+			continue
+		}
+		timer.Reset(wait)
+		select {
+		case <-timer.C:
+		case <-w.kick:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+		case <-w.base.Done():
+			return
+		}
+	}
+}
+
+// collect returns the holds due now and, if none, how long until the next
+// one. ok is false when there is nothing left to watch: the goroutine ends
+// and add starts a new one later.
+func (w *watchdog) collect(now time.Time) (due []*hold, wait time.Duration, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped || len(w.set) == 0 {
+		w.running = false
+		return nil, 0, false
+	}
+	wait = time.Hour
+	for h := range w.set {
+		h.mu.Lock()
+		left := h.nextRenew.Sub(now)
+		window := h.lease / batchWindow
+		h.mu.Unlock()
+		if left <= window {
+			due = append(due, h)
+		} else if left-window < wait {
+			wait = left - window
+		}
+	}
+	return due, wait, true
+}
+
+func (w *watchdog) renew(due []*hold) {
+	reqs := make([]ExtendRequest, len(due))
+	deadline := time.Now().Add(time.Hour)
+	for i, h := range due {
+		h.mu.Lock()
+		reqs[i] = ExtendRequest{Key: h.key, Owner: h.owner, Lease: h.lease}
+		if h.validUntil.Before(deadline) {
+			deadline = h.validUntil
+		}
+		h.mu.Unlock()
+	}
+	// No renewal is worth waiting for past the earliest local validity.
+	ctx, cancel := context.WithDeadline(w.base, deadline)
+	defer cancel()
+	start := time.Now()
+	var errs []error
+	if w.c.batch != nil {
+		errs = w.c.batch.ExtendMany(ctx, reqs)
+	} else {
+		errs = make([]error, len(reqs))
+		for i, r := range reqs {
+			errs[i] = w.c.b.Extend(ctx, r.Key, r.Owner, r.Lease)
+		}
+	}
+	for i, h := range due {
+		var err error
+		if i < len(errs) {
+			err = errs[i]
+		}
+		switch {
+		case err == nil:
+			h.renewed(start, reqs[i].Lease)
+		case isNotHeld(err):
+			h.markLost("renewal: not held")
+		default:
+			// Unknown outcome: retry soon; the validity timer declares the
+			// lock lost if no renewal lands in time.
+			h.mu.Lock()
+			h.nextRenew = time.Now().Add(min(h.lease/10, time.Second))
+			h.mu.Unlock()
+			if l := h.logCfg.logger; l != nil {
+				l.Warn("lockx: lease renewal failed", "key", h.key, "err", err)
+			}
+		}
+	}
+}
