@@ -1,0 +1,798 @@
+// Package lockxtest is the conformance suite every lockx backend runs, in the
+// spirit of testing/fstest: a backend's test calls
+//
+//	func TestConformance(t *testing.T) {
+//		lockxtest.Run(t, func(t *testing.T) lockx.Backend { return mybackend.New(...) })
+//	}
+//
+// and gets every semantic lockx promises checked against the real store:
+// mutual exclusion, owner checks, reentrancy, fencing tokens, leases and the
+// watchdog, loss signalling, waiting and wake-up, fair order, crashed
+// waiters, bad input and retry idempotency.
+//
+// newBackend is called several times per test, once for each independent
+// client; every Backend it returns must reach the same store (for an
+// in-process backend, return the same instance). Tests use random keys, so
+// a shared server is fine, and run in parallel.
+package lockxtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockx-go/lockx/lockx"
+)
+
+// Run runs the conformance suite as subtests of t.
+func Run(t *testing.T, newBackend func(t *testing.T) lockx.Backend) {
+	s := &suite{newBackend: newBackend}
+	tests := []struct {
+		name string
+		fn   func(t *testing.T)
+	}{
+		{"MutualExclusion", s.testMutualExclusion},
+		{"TryAcquireHeld", s.testTryAcquireHeld},
+		{"ReleaseTwice", s.testReleaseTwice},
+		{"OnlyOwnerExtendsOrReleases", s.testOnlyOwner},
+		{"BackendAcquireIdempotent", s.testBackendAcquireIdempotent},
+		{"StaleReleaseKeepsNewOwner", s.testStaleRelease},
+		{"Reentrancy", s.testReentrancy},
+		{"TokensIncrease", s.testTokensIncrease},
+		{"TokensIncreaseAfterExpiry", s.testTokensAfterExpiry},
+		{"WatchdogKeepsLease", s.testWatchdog},
+		{"ExplicitLeaseExpires", s.testLeaseExpires},
+		{"LostWhenTakenAway", s.testLostWhenTakenAway},
+		{"ReleaseStopsRenewal", s.testReleaseStopsRenewal},
+		{"WaiterAcquiresAfterRelease", s.testWaiterAcquires},
+		{"WakeUpWithoutPolling", s.testWakeUp},
+		{"ContextEndsWait", s.testContextEndsWait},
+		{"WaitBudget", s.testWaitBudget},
+		{"FairOrder", s.testFairOrder},
+		{"FairCrashedWaiter", s.testFairCrashedWaiter},
+		{"FairTryDoesNotQueue", s.testFairTry},
+		{"BadInput", s.testBadInput},
+		{"Do", s.testDo},
+		{"DoLost", s.testDoLost},
+		{"LocalFirst", s.testLocalFirst},
+		{"CloseReleases", s.testCloseReleases},
+		{"TTLAndExtend", s.testTTLAndExtend},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t)
+		})
+	}
+}
+
+type suite struct {
+	newBackend func(t *testing.T) lockx.Backend
+}
+
+// client returns a new Client over a new Backend, closed at cleanup.
+func (s *suite) client(t *testing.T, opts ...lockx.Option) *lockx.Client {
+	t.Helper()
+	c := lockx.New(s.newBackend(t), opts...)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// key returns a key no other test uses.
+func key(t *testing.T) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "lxt:" + strings.ReplaceAll(t.Name(), "/", ".") + ":" + hex.EncodeToString(b[:])
+}
+
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func mustAcquire(t *testing.T, c *lockx.Client, ctx context.Context, k string, opts ...lockx.Option) *lockx.Lock {
+	t.Helper()
+	l, err := c.Acquire(ctx, k, opts...)
+	if err != nil {
+		t.Fatalf("Acquire(%q): %v", k, err)
+	}
+	return l
+}
+
+func mustRelease(t *testing.T, l *lockx.Lock) {
+	t.Helper()
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatalf("Release(%q): %v", l.Key(), err)
+	}
+}
+
+func expectNotAcquired(t *testing.T, c *lockx.Client, k string) {
+	t.Helper()
+	l, err := c.TryAcquire(ctxT(t, 5*time.Second), k)
+	if err == nil {
+		_ = l.Release(context.Background())
+		t.Fatalf("TryAcquire(%q) succeeded while another owner holds it", k)
+	}
+	if !errors.Is(err, lockx.ErrNotAcquired) {
+		t.Fatalf("TryAcquire(%q) = %v, want ErrNotAcquired", k, err)
+	}
+}
+
+func closedWithin(ch <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+func (s *suite) testMutualExclusion(t *testing.T) {
+	k := key(t)
+	clients := []*lockx.Client{s.client(t), s.client(t), s.client(t)}
+	const goroutines, rounds = 9, 15
+	var inside, maxInside, total atomic.Int32
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func(c *lockx.Client) {
+			defer wg.Done()
+			for i := 0; i < rounds; i++ {
+				l, err := c.Acquire(ctxT(t, 30*time.Second), k, lockx.WithBackoff(time.Millisecond, 20*time.Millisecond))
+				if err != nil {
+					errs <- err
+					return
+				}
+				n := inside.Add(1)
+				if n > maxInside.Load() {
+					maxInside.Store(n)
+				}
+				time.Sleep(200 * time.Microsecond)
+				inside.Add(-1)
+				total.Add(1)
+				if err := l.Release(context.Background()); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(clients[g%len(clients)])
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if maxInside.Load() != 1 {
+		t.Fatalf("%d holders at once, want 1", maxInside.Load())
+	}
+	if total.Load() != goroutines*rounds {
+		t.Fatalf("%d critical sections, want %d", total.Load(), goroutines*rounds)
+	}
+}
+
+func (s *suite) testTryAcquireHeld(t *testing.T) {
+	k := key(t)
+	c1, c2 := s.client(t), s.client(t)
+	l := mustAcquire(t, c1, ctxT(t, 5*time.Second), k)
+	expectNotAcquired(t, c2, k)
+	mustRelease(t, l)
+	l2, err := c2.TryAcquire(ctxT(t, 5*time.Second), k)
+	if err != nil {
+		t.Fatalf("TryAcquire after release: %v", err)
+	}
+	mustRelease(t, l2)
+}
+
+func (s *suite) testReleaseTwice(t *testing.T) {
+	c := s.client(t)
+	l := mustAcquire(t, c, ctxT(t, 5*time.Second), key(t))
+	mustRelease(t, l)
+	if err := l.Release(context.Background()); !errors.Is(err, lockx.ErrNotHeld) {
+		t.Fatalf("second Release = %v, want ErrNotHeld", err)
+	}
+	var nilLock *lockx.Lock
+	if err := nilLock.Release(context.Background()); !errors.Is(err, lockx.ErrNotHeld) {
+		t.Fatalf("nil Lock Release = %v, want ErrNotHeld", err)
+	}
+}
+
+func (s *suite) testOnlyOwner(t *testing.T) {
+	k := key(t)
+	c := s.client(t)
+	b := s.newBackend(t)
+	t.Cleanup(func() { _ = b.Close() })
+	l := mustAcquire(t, c, ctxT(t, 5*time.Second), k)
+	ctx := ctxT(t, 5*time.Second)
+	other := lockx.NewOwner()
+	if err := b.Release(ctx, k, other); !errors.Is(err, lockx.ErrNotHeld) {
+		t.Fatalf("Release by another owner = %v, want ErrNotHeld", err)
+	}
+	if err := b.Extend(ctx, k, other, time.Minute); !errors.Is(err, lockx.ErrNotHeld) {
+		t.Fatalf("Extend by another owner = %v, want ErrNotHeld", err)
+	}
+	if _, err := b.TTL(ctx, k, other); !errors.Is(err, lockx.ErrNotHeld) {
+		t.Fatalf("TTL by another owner = %v, want ErrNotHeld", err)
+	}
+	expectNotAcquired(t, s.client(t), k)
+	select {
+	case <-l.Lost():
+		t.Fatal("holder lost its lock after another owner's release attempt")
+	default:
+	}
+	mustRelease(t, l)
+}
+
+func (s *suite) testBackendAcquireIdempotent(t *testing.T) {
+	k := key(t)
+	b := s.newBackend(t)
+	t.Cleanup(func() { _ = b.Close() })
+	ctx := ctxT(t, 5*time.Second)
+	req := lockx.Request{Key: k, Owner: lockx.NewOwner(), Lease: 10 * time.Second}
+	r1, err := b.Acquire(ctx, req)
+	if err != nil || !r1.Acquired {
+		t.Fatalf("Acquire = %+v, %v", r1, err)
+	}
+	r2, err := b.Acquire(ctx, req) // a retry whose first reply was lost
+	if err != nil || !r2.Acquired || r2.Token != r1.Token {
+		t.Fatalf("retried Acquire = %+v, %v; want same token %d", r2, err, r1.Token)
+	}
+	if err := b.Release(ctx, k, req.Owner); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if err := b.Release(ctx, k, req.Owner); !errors.Is(err, lockx.ErrNotHeld) {
+		t.Fatalf("retried Release = %v, want ErrNotHeld (no double count)", err)
+	}
+	r3, err := b.Acquire(ctx, lockx.Request{Key: k, Owner: lockx.NewOwner(), Lease: time.Second})
+	if err != nil || !r3.Acquired {
+		t.Fatalf("Acquire after single release = %+v, %v: a retried acquire was double-counted", r3, err)
+	}
+	if r3.Token <= r1.Token {
+		t.Fatalf("token %d not greater than earlier %d", r3.Token, r1.Token)
+	}
+}
+
+func (s *suite) testStaleRelease(t *testing.T) {
+	k := key(t)
+	b := s.newBackend(t)
+	t.Cleanup(func() { _ = b.Close() })
+	ctx := ctxT(t, 5*time.Second)
+	a, bOwner := lockx.NewOwner(), lockx.NewOwner()
+	if r, err := b.Acquire(ctx, lockx.Request{Key: k, Owner: a, Lease: 10 * time.Second}); err != nil || !r.Acquired {
+		t.Fatalf("Acquire a: %+v %v", r, err)
+	}
+	if err := b.Release(ctx, k, a); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := b.Acquire(ctx, lockx.Request{Key: k, Owner: bOwner, Lease: 10 * time.Second}); err != nil || !r.Acquired {
+		t.Fatalf("Acquire b: %+v %v", r, err)
+	}
+	if err := b.Release(ctx, k, a); !errors.Is(err, lockx.ErrNotHeld) { // a's retried release arrives late
+		t.Fatalf("stale Release = %v, want ErrNotHeld", err)
+	}
+	if _, err := b.TTL(ctx, k, bOwner); err != nil {
+		t.Fatalf("new owner lost its lock to a stale release: %v", err)
+	}
+	_ = b.Release(ctx, k, bOwner)
+}
+
+func (s *suite) testReentrancy(t *testing.T) {
+	k := key(t)
+	c := s.client(t)
+	ctx := ctxT(t, 5*time.Second)
+	l1 := mustAcquire(t, c, ctx, k)
+	l2, err := c.TryAcquire(l1.Context(), k)
+	if err != nil {
+		t.Fatalf("reentrant TryAcquire: %v", err)
+	}
+	if l2.Token() != l1.Token() || l2.Owner() != l1.Owner() {
+		t.Fatalf("reentrant handle token/owner %d/%s, want %d/%s", l2.Token(), l2.Owner(), l1.Token(), l1.Owner())
+	}
+	l3 := mustAcquire(t, c, lockx.ContextWithOwner(ctx, l1.Owner()), k)
+	expectNotAcquired(t, c, k) // a fresh owner on the same client does not re-enter
+	mustRelease(t, l1)
+	mustRelease(t, l3)
+	expectNotAcquired(t, s.client(t), k)
+	if l2.Context().Err() != nil {
+		t.Fatal("lock context cancelled while a handle is still held")
+	}
+	mustRelease(t, l2)
+	if context.Cause(l2.Context()) != lockx.ErrReleased {
+		t.Fatalf("context cause after last release = %v, want ErrReleased", context.Cause(l2.Context()))
+	}
+	l4, err := s.client(t).TryAcquire(ctx, k)
+	if err != nil {
+		t.Fatalf("TryAcquire after all handles released: %v", err)
+	}
+	mustRelease(t, l4)
+}
+
+func (s *suite) testTokensIncrease(t *testing.T) {
+	k := key(t)
+	cs := []*lockx.Client{s.client(t), s.client(t)}
+	var last lockx.Token
+	for i := 0; i < 20; i++ {
+		l := mustAcquire(t, cs[i%2], ctxT(t, 5*time.Second), k)
+		if l.Token() <= last {
+			t.Fatalf("grant %d: token %d not greater than %d", i, l.Token(), last)
+		}
+		if l.Token() > lockx.MaxToken {
+			t.Fatalf("token %d above MaxToken", l.Token())
+		}
+		last = l.Token()
+		mustRelease(t, l)
+	}
+}
+
+func (s *suite) testTokensAfterExpiry(t *testing.T) {
+	k := key(t)
+	c1, c2 := s.client(t), s.client(t)
+	l1 := mustAcquire(t, c1, ctxT(t, 5*time.Second), k, lockx.WithLease(100*time.Millisecond))
+	if !closedWithin(l1.Lost(), 3*time.Second) {
+		t.Fatal("explicit lease did not expire")
+	}
+	time.Sleep(150 * time.Millisecond)
+	l2 := mustAcquire(t, c2, ctxT(t, 5*time.Second), k)
+	if l2.Token() <= l1.Token() {
+		t.Fatalf("token after expiry %d not greater than %d", l2.Token(), l1.Token())
+	}
+	mustRelease(t, l2)
+	time.Sleep(50 * time.Millisecond)
+	l3 := mustAcquire(t, c1, ctxT(t, 5*time.Second), k)
+	if l3.Token() <= l2.Token() {
+		t.Fatalf("token after release %d not greater than %d", l3.Token(), l2.Token())
+	}
+	mustRelease(t, l3)
+}
+
+func (s *suite) testWatchdog(t *testing.T) {
+	k := key(t)
+	c := s.client(t)
+	l := mustAcquire(t, c, ctxT(t, 5*time.Second), k, lockx.WithWatchdog(300*time.Millisecond))
+	other := s.client(t)
+	deadline := time.Now().Add(1200 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		expectNotAcquired(t, other, k)
+		time.Sleep(100 * time.Millisecond)
+	}
+	select {
+	case <-l.Lost():
+		t.Fatal("watchdog let the lease lapse")
+	default:
+	}
+	d, err := l.TTL(ctxT(t, 5*time.Second))
+	if err != nil || d <= 0 || d > 300*time.Millisecond {
+		t.Fatalf("TTL = %v, %v; want in (0, 300ms]", d, err)
+	}
+	mustRelease(t, l)
+}
+
+func (s *suite) testLeaseExpires(t *testing.T) {
+	k := key(t)
+	c := s.client(t)
+	l := mustAcquire(t, c, ctxT(t, 5*time.Second), k, lockx.WithLease(150*time.Millisecond))
+	if !closedWithin(l.Lost(), 3*time.Second) {
+		t.Fatal("Lost did not fire after the explicit lease")
+	}
+	if context.Cause(l.Context()) != lockx.ErrLost {
+		t.Fatalf("context cause = %v, want ErrLost", context.Cause(l.Context()))
+	}
+	time.Sleep(100 * time.Millisecond) // local validity ends before the server's lease
+	l2, err := s.client(t).Acquire(ctxT(t, 5*time.Second), k, lockx.WithWait(3*time.Second))
+	if err != nil {
+		t.Fatalf("Acquire after lease expiry: %v", err)
+	}
+	if err := l.Release(context.Background()); !errors.Is(err, lockx.ErrLost) {
+		t.Fatalf("Release of a lost lock = %v, want ErrLost", err)
+	}
+	if _, err := l2.TTL(ctxT(t, 5*time.Second)); err != nil {
+		t.Fatalf("the lost lock's Release freed the new owner's lock: %v", err)
+	}
+	mustRelease(t, l2)
+}
+
+func (s *suite) testLostWhenTakenAway(t *testing.T) {
+	k := key(t)
+	c := s.client(t)
+	l := mustAcquire(t, c, ctxT(t, 5*time.Second), k, lockx.WithWatchdog(300*time.Millisecond))
+	b := s.newBackend(t)
+	t.Cleanup(func() { _ = b.Close() })
+	// An operator's force-unlock: the lock is gone behind the holder's back.
+	if err := b.Release(ctxT(t, 5*time.Second), k, l.Owner()); err != nil {
+		t.Fatalf("force release: %v", err)
+	}
+	if !closedWithin(l.Lost(), 2*time.Second) {
+		t.Fatal("Lost did not fire after the lease was taken away")
+	}
+	if !errors.Is(context.Cause(l.Context()), lockx.ErrLost) {
+		t.Fatalf("context cause = %v, want ErrLost", context.Cause(l.Context()))
+	}
+}
+
+func (s *suite) testReleaseStopsRenewal(t *testing.T) {
+	k := key(t)
+	c := s.client(t)
+	l := mustAcquire(t, c, ctxT(t, 5*time.Second), k, lockx.WithWatchdog(200*time.Millisecond))
+	mustRelease(t, l)
+	if context.Cause(l.Context()) != lockx.ErrReleased {
+		t.Fatalf("cause = %v, want ErrReleased", context.Cause(l.Context()))
+	}
+	select {
+	case <-l.Lost():
+		t.Fatal("Lost closed by Release")
+	default:
+	}
+	// Another owner takes the key with a short lease; a watchdog still
+	// running for the old hold could not renew it (owner check), and the new
+	// lease must expire on schedule.
+	b := s.newBackend(t)
+	t.Cleanup(func() { _ = b.Close() })
+	ctx := ctxT(t, 5*time.Second)
+	o := lockx.NewOwner()
+	r, err := b.Acquire(ctx, lockx.Request{Key: k, Owner: o, Lease: 150 * time.Millisecond})
+	if err != nil || !r.Acquired {
+		t.Fatalf("Acquire: %+v %v", r, err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if _, err := b.TTL(ctx, k, o); !errors.Is(err, lockx.ErrNotHeld) {
+		t.Fatalf("lease after 400ms: %v, want expired", err)
+	}
+	if err := l.Extend(ctx, time.Second); !errors.Is(err, lockx.ErrNotHeld) {
+		t.Fatalf("Extend after Release = %v, want ErrNotHeld", err)
+	}
+}
+
+func (s *suite) testWaiterAcquires(t *testing.T) {
+	k := key(t)
+	c1, c2 := s.client(t), s.client(t)
+	l := mustAcquire(t, c1, ctxT(t, 5*time.Second), k)
+	got := make(chan *lockx.Lock, 1)
+	go func() {
+		l2, err := c2.Acquire(ctxT(t, 10*time.Second), k, lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l2
+	}()
+	time.Sleep(100 * time.Millisecond)
+	select {
+	case <-got:
+		t.Fatal("waiter acquired a held lock")
+	default:
+	}
+	mustRelease(t, l)
+	l2 := <-got
+	if l2 == nil {
+		return
+	}
+	if l2.Token() <= l.Token() {
+		t.Fatalf("waiter token %d not greater than %d", l2.Token(), l.Token())
+	}
+	mustRelease(t, l2)
+}
+
+func (s *suite) testWakeUp(t *testing.T) {
+	if _, ok := s.newBackend(t).(lockx.Notifier); !ok {
+		t.Skip("backend does not implement lockx.Notifier")
+	}
+	for _, fair := range []bool{false, true} {
+		k := key(t)
+		c1, c2 := s.client(t), s.client(t)
+		opts := []lockx.Option{lockx.WithBackoff(20*time.Second, 20*time.Second)}
+		if fair {
+			opts = append(opts, lockx.Fair(), lockx.WithQueueTTL(60*time.Second))
+		}
+		l := mustAcquire(t, c1, ctxT(t, 5*time.Second), k, opts...)
+		got := make(chan time.Time, 1)
+		go func() {
+			l2, err := c2.Acquire(ctxT(t, 30*time.Second), k, opts...)
+			if err != nil {
+				t.Error(err)
+				got <- time.Time{}
+				return
+			}
+			got <- time.Now()
+			_ = l2.Release(context.Background())
+		}()
+		time.Sleep(200 * time.Millisecond) // the waiter has made its attempt
+		released := time.Now()
+		mustRelease(t, l)
+		// Backoff is ≥ 10 s and the holder's lease 30 s: only a
+		// notification can make the waiter acquire within seconds.
+		select {
+		case at := <-got:
+			if at.IsZero() {
+				return
+			}
+			t.Logf("fair=%v: woken %v after release", fair, at.Sub(released))
+		case <-time.After(5 * time.Second):
+			t.Fatalf("fair=%v: waiter not woken by the release", fair)
+		}
+	}
+}
+
+func (s *suite) testContextEndsWait(t *testing.T) {
+	k := key(t)
+	c1, c2 := s.client(t), s.client(t)
+	l := mustAcquire(t, c1, ctxT(t, 5*time.Second), k)
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	defer cancel()
+	_, err := c2.Acquire(ctx, k)
+	if !errors.Is(err, lockx.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire with expiring ctx = %v, want ErrNotAcquired and DeadlineExceeded", err)
+	}
+	mustRelease(t, l)
+}
+
+func (s *suite) testWaitBudget(t *testing.T) {
+	k := key(t)
+	c1, c2 := s.client(t), s.client(t)
+	l := mustAcquire(t, c1, ctxT(t, 5*time.Second), k)
+	start := time.Now()
+	_, err := c2.Acquire(ctxT(t, 10*time.Second), k, lockx.WithWait(150*time.Millisecond))
+	if !errors.Is(err, lockx.ErrNotAcquired) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire with wait budget = %v, want ErrNotAcquired only", err)
+	}
+	if el := time.Since(start); el < 150*time.Millisecond {
+		t.Fatalf("gave up after %v, before the 150ms budget", el)
+	}
+	mustRelease(t, l)
+}
+
+func (s *suite) testFairOrder(t *testing.T) {
+	k := key(t)
+	holder := s.client(t)
+	opts := []lockx.Option{lockx.Fair(), lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond)}
+	l := mustAcquire(t, holder, ctxT(t, 5*time.Second), k, opts...)
+	const n = 5
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		c := s.client(t)
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			l, err := c.Acquire(ctxT(t, 20*time.Second), k, opts...)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond)
+			_ = l.Release(context.Background())
+		}(i)
+		time.Sleep(60 * time.Millisecond) // waiter i has queued before i+1 starts
+	}
+	mustRelease(t, l)
+	wg.Wait()
+	for i := range order {
+		if order[i] != i {
+			t.Fatalf("grant order %v, want arrival order", order)
+		}
+	}
+	if len(order) != n {
+		t.Fatalf("%d grants, want %d", len(order), n)
+	}
+}
+
+func (s *suite) testFairCrashedWaiter(t *testing.T) {
+	k := key(t)
+	holder := s.client(t)
+	opts := []lockx.Option{lockx.Fair(), lockx.WithQueueTTL(300 * time.Millisecond), lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond)}
+	l := mustAcquire(t, holder, ctxT(t, 5*time.Second), k, opts...)
+	b := s.newBackend(t)
+	t.Cleanup(func() { _ = b.Close() })
+	// A waiter that queues once and then crashes: it never refreshes.
+	ghost := lockx.Request{Key: k, Owner: lockx.NewOwner(), Lease: time.Minute, Fair: true, Wait: true, QueueTTL: 300 * time.Millisecond}
+	if r, err := b.Acquire(ctxT(t, 5*time.Second), ghost); err != nil || r.Acquired {
+		t.Fatalf("ghost attempt: %+v %v", r, err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		l2, err := s.client(t).Acquire(ctxT(t, 10*time.Second), k, opts...)
+		if err == nil {
+			err = l2.Release(context.Background())
+		}
+		got <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	mustRelease(t, l)
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a crashed fair waiter stalled the queue")
+	}
+}
+
+func (s *suite) testFairTry(t *testing.T) {
+	k := key(t)
+	c1, c2 := s.client(t), s.client(t)
+	l := mustAcquire(t, c1, ctxT(t, 5*time.Second), k, lockx.Fair())
+	if _, err := c2.TryAcquire(ctxT(t, 5*time.Second), k, lockx.Fair()); !errors.Is(err, lockx.ErrNotAcquired) {
+		t.Fatalf("fair TryAcquire on a held key = %v", err)
+	}
+	mustRelease(t, l)
+	// The refused try must not have left a queue entry that blocks others.
+	l2, err := s.client(t).TryAcquire(ctxT(t, 5*time.Second), k, lockx.Fair())
+	if err != nil {
+		t.Fatalf("TryAcquire after release: %v (a try left a queue entry?)", err)
+	}
+	mustRelease(t, l2)
+}
+
+func (s *suite) testBadInput(t *testing.T) {
+	c := s.client(t)
+	ctx := ctxT(t, 5*time.Second)
+	cases := []struct {
+		name string
+		call func() error
+	}{
+		{"empty key", func() error { _, err := c.Acquire(ctx, ""); return err }},
+		{"long key", func() error { _, err := c.TryAcquire(ctx, strings.Repeat("k", lockx.DefaultMaxKeyLen+1)); return err }},
+		{"zero lease", func() error { _, err := c.Acquire(ctx, key(t), lockx.WithLease(0)); return err }},
+		{"negative lease", func() error { _, err := c.Acquire(ctx, key(t), lockx.WithLease(-time.Second)); return err }},
+		{"negative wait", func() error { _, err := c.Acquire(ctx, key(t), lockx.WithWait(-1)); return err }},
+		{"nil fn", func() error { return c.Do(ctx, key(t), nil) }},
+		{"bad backoff", func() error { _, err := c.Acquire(ctx, key(t), lockx.WithBackoff(0, 0)); return err }},
+	}
+	for _, tc := range cases {
+		err := tc.call()
+		var ae *lockx.ArgError
+		if !errors.Is(err, lockx.ErrInvalidArgument) || !errors.As(err, &ae) {
+			t.Errorf("%s: err = %v, want *ArgError", tc.name, err)
+		}
+	}
+	l := mustAcquire(t, c, ctx, key(t), lockx.WithLease(time.Second))
+	if err := l.Extend(ctx, 0); !errors.Is(err, lockx.ErrInvalidArgument) {
+		t.Errorf("Extend(0) = %v, want *ArgError", err)
+	}
+	if err := l.Extend(ctx, -time.Second); !errors.Is(err, lockx.ErrInvalidArgument) {
+		t.Errorf("Extend(-1s) = %v, want *ArgError", err)
+	}
+	mustRelease(t, l)
+	if _, err := c.Acquire(ctx, key(t), lockx.WithMaxKeyLen(4)); !errors.Is(err, lockx.ErrInvalidArgument) {
+		t.Errorf("key over WithMaxKeyLen: %v", err)
+	}
+	closed := s.client(t)
+	_ = closed.Close()
+	if _, err := closed.Acquire(ctx, key(t)); !errors.Is(err, lockx.ErrClosed) {
+		t.Errorf("Acquire after Close = %v, want ErrClosed", err)
+	}
+	if err := closed.Close(); err != nil {
+		t.Errorf("second Close = %v", err)
+	}
+}
+
+func (s *suite) testDo(t *testing.T) {
+	k := key(t)
+	c := s.client(t)
+	var ran bool
+	err := c.Do(ctxT(t, 5*time.Second), k, func(ctx context.Context) error {
+		ran = true
+		if _, ok := lockx.OwnerFromContext(ctx); !ok {
+			t.Error("fn's context carries no owner")
+		}
+		expectNotAcquired(t, s.client(t), k)
+		return nil
+	})
+	if err != nil || !ran {
+		t.Fatalf("Do = %v, ran %v", err, ran)
+	}
+	l, err := s.client(t).TryAcquire(ctxT(t, 5*time.Second), k)
+	if err != nil {
+		t.Fatalf("key still held after Do: %v", err)
+	}
+	mustRelease(t, l)
+	boom := errors.New("boom")
+	if err := c.Do(ctxT(t, 5*time.Second), k, func(context.Context) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("Do error = %v, want fn's error", err)
+	}
+}
+
+func (s *suite) testDoLost(t *testing.T) {
+	k := key(t)
+	c := s.client(t)
+	err := c.Do(ctxT(t, 10*time.Second), k, func(ctx context.Context) error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Second):
+			return errors.New("fn's context not cancelled on loss")
+		}
+	}, lockx.WithLease(150*time.Millisecond))
+	if !errors.Is(err, lockx.ErrLost) {
+		t.Fatalf("Do = %v, want ErrLost", err)
+	}
+}
+
+func (s *suite) testLocalFirst(t *testing.T) {
+	k := key(t)
+	c := s.client(t, lockx.LocalFirst())
+	var inside, maxInside atomic.Int32
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 10; i++ {
+				l, err := c.Acquire(ctxT(t, 20*time.Second), k)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if n := inside.Add(1); n > maxInside.Load() {
+					maxInside.Store(n)
+				}
+				inside.Add(-1)
+				if err := l.Release(context.Background()); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if maxInside.Load() != 1 {
+		t.Fatalf("%d holders at once", maxInside.Load())
+	}
+}
+
+func (s *suite) testCloseReleases(t *testing.T) {
+	k := key(t)
+	c := lockx.New(s.newBackend(t))
+	l := mustAcquire(t, c, ctxT(t, 5*time.Second), k)
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if !errors.Is(context.Cause(l.Context()), lockx.ErrClosed) {
+		t.Fatalf("cause after Close = %v, want ErrClosed", context.Cause(l.Context()))
+	}
+	l2, err := s.client(t).TryAcquire(ctxT(t, 5*time.Second), k)
+	if err != nil {
+		t.Fatalf("key still held after Close: %v", err)
+	}
+	mustRelease(t, l2)
+}
+
+func (s *suite) testTTLAndExtend(t *testing.T) {
+	k := key(t)
+	c := s.client(t)
+	ctx := ctxT(t, 5*time.Second)
+	l := mustAcquire(t, c, ctx, k, lockx.WithLease(300*time.Millisecond))
+	d, err := l.TTL(ctx)
+	if err != nil || d <= 0 || d > 300*time.Millisecond {
+		t.Fatalf("TTL = %v, %v", d, err)
+	}
+	if err := l.Extend(ctx, 2*time.Second); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	select {
+	case <-l.Lost():
+		t.Fatal("lost despite Extend")
+	default:
+	}
+	expectNotAcquired(t, s.client(t), k)
+	if d, err := l.TTL(ctx); err != nil || d <= time.Second {
+		t.Fatalf("TTL after Extend = %v, %v", d, err)
+	}
+	mustRelease(t, l)
+	if _, err := l.TTL(ctx); !errors.Is(err, lockx.ErrNotHeld) {
+		t.Fatalf("TTL after release = %v, want ErrNotHeld", err)
+	}
+}
