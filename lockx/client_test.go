@@ -1,0 +1,271 @@
+package lockx_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/memlock"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// flaky wraps the in-process backend and injects transport failures, to
+// check what the client does when the outcome of a call is unknown.
+type flaky struct {
+	*memlock.Backend
+	failAcquire   atomic.Int32 // fail the next n acquires before (or after, see lateAcquire) applying them
+	lateAcquire   bool         // apply the acquire, then report failure (a lost reply)
+	failRelease   atomic.Int32
+	lateRelease   bool
+	failExtend    atomic.Bool
+	extendBatches atomic.Int32
+	extendCalls   atomic.Int32
+}
+
+var errWire = errors.New("i/o timeout")
+
+func (f *flaky) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+	if f.failAcquire.Add(-1) >= 0 {
+		if f.lateAcquire {
+			_, _ = f.Backend.Acquire(ctx, req)
+		}
+		return lockx.Result{}, lockx.Unavailable("acquire", errWire)
+	}
+	return f.Backend.Acquire(ctx, req)
+}
+
+func (f *flaky) Release(ctx context.Context, key string, owner lockx.Owner) error {
+	if f.failRelease.Add(-1) >= 0 {
+		if f.lateRelease {
+			_ = f.Backend.Release(ctx, key, owner)
+		}
+		return lockx.Unavailable("release", errWire)
+	}
+	return f.Backend.Release(ctx, key, owner)
+}
+
+func (f *flaky) Extend(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) error {
+	f.extendCalls.Add(1)
+	if f.failExtend.Load() {
+		return lockx.Unavailable("extend", errWire)
+	}
+	return f.Backend.Extend(ctx, key, owner, lease)
+}
+
+// ExtendMany makes flaky a BatchExtender, so the watchdog's batching shows.
+func (f *flaky) ExtendMany(ctx context.Context, reqs []lockx.ExtendRequest) []error {
+	f.extendBatches.Add(1)
+	errs := make([]error, len(reqs))
+	for i, r := range reqs {
+		errs[i] = f.Extend(ctx, r.Key, r.Owner, r.Lease)
+	}
+	return errs
+}
+
+func newFlaky() *flaky { return &flaky{Backend: memlock.New()} }
+
+func TestUnavailableFailsClosed(t *testing.T) {
+	f := newFlaky()
+	f.failAcquire.Store(1 << 20)
+	c := lockx.New(f)
+	defer c.Close()
+	_, err := c.TryAcquire(context.Background(), "k")
+	if !errors.Is(err, lockx.ErrUnavailable) || !errors.Is(err, errWire) {
+		t.Fatalf("TryAcquire on a failing backend = %v, want ErrUnavailable wrapping the cause", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = c.Acquire(ctx, "k", lockx.WithBackoff(5*time.Millisecond, 20*time.Millisecond))
+	if !errors.Is(err, lockx.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, lockx.ErrUnavailable) {
+		t.Fatalf("Acquire on a failing backend = %v, want NotAcquired + deadline + last error", err)
+	}
+}
+
+func TestAcquireRetriesAfterLostReply(t *testing.T) {
+	f := newFlaky()
+	f.lateAcquire = true
+	f.failAcquire.Store(2) // granted on the server, but the client heard nothing — twice
+	c := lockx.New(f)
+	defer c.Close()
+	l, err := c.Acquire(context.Background(), "k", lockx.WithBackoff(time.Millisecond, 5*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The retries re-granted to the same owner: one release must free it.
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := lockx.New(f.Backend).TryAcquire(context.Background(), "k")
+	if err != nil {
+		t.Fatalf("key still held after one release: %v (acquire retries double-counted)", err)
+	}
+	_ = l2.Release(context.Background())
+}
+
+func TestTryAcquireCleansUpAfterLostReply(t *testing.T) {
+	f := newFlaky()
+	f.lateAcquire = true
+	f.failAcquire.Store(1)
+	c := lockx.New(f)
+	defer c.Close()
+	if _, err := c.TryAcquire(context.Background(), "k"); !errors.Is(err, lockx.ErrUnavailable) {
+		t.Fatalf("err = %v", err)
+	}
+	// The grant that happened behind the lost reply was withdrawn.
+	l, err := c.TryAcquire(context.Background(), "k")
+	if err != nil {
+		t.Fatalf("key left held by a failed TryAcquire: %v", err)
+	}
+	_ = l.Release(context.Background())
+}
+
+func TestReleaseRetriesAfterLostReply(t *testing.T) {
+	f := newFlaky()
+	f.lateRelease = true
+	f.failRelease.Store(1) // released on the server, reply lost
+	c := lockx.New(f)
+	defer c.Close()
+	l, err := c.Acquire(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatalf("Release after lost reply = %v, want nil (the retry's not-held means done)", err)
+	}
+}
+
+func TestWatchdogBatchesRenewals(t *testing.T) {
+	f := newFlaky()
+	c := lockx.New(f, lockx.WithWatchdog(300*time.Millisecond))
+	defer c.Close()
+	var locks []*lockx.Lock
+	for i := 0; i < 20; i++ {
+		l, err := c.Acquire(context.Background(), "k"+strings.Repeat("x", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		locks = append(locks, l)
+	}
+	time.Sleep(700 * time.Millisecond)
+	calls, batches := f.extendCalls.Load(), f.extendBatches.Load()
+	if calls < 20 {
+		t.Fatalf("%d renewals for 20 locks over 2+ renewal periods", calls)
+	}
+	if batches*4 > calls {
+		t.Fatalf("%d batches for %d renewals: not batched", batches, calls)
+	}
+	for _, l := range locks {
+		if err := l.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := f.extendCalls.Load()
+	time.Sleep(300 * time.Millisecond)
+	if after := f.extendCalls.Load(); after != before {
+		t.Fatalf("%d renewals after every lock was released", after-before)
+	}
+}
+
+func TestFailingRenewalSignalsLossBeforeExpiry(t *testing.T) {
+	f := newFlaky()
+	c := lockx.New(f)
+	defer c.Close()
+	lease := 300 * time.Millisecond
+	start := time.Now()
+	l, err := c.Acquire(context.Background(), "k", lockx.WithWatchdog(lease))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.failExtend.Store(true)
+	select {
+	case <-l.Lost():
+	case <-time.After(2 * time.Second):
+		t.Fatal("Lost did not fire while renewals failed")
+	}
+	// The holder must learn before the backend's lease could have ended:
+	// lease − drift after the grant at the latest (the first renewal was the
+	// last to succeed, at lease/3 at best, so no later than that + lease).
+	if el := time.Since(start); el > 2*lease {
+		t.Fatalf("loss signalled after %v", el)
+	}
+	if !errors.Is(context.Cause(l.Context()), lockx.ErrLost) {
+		t.Fatalf("cause %v", context.Cause(l.Context()))
+	}
+	// And the server-side lease was indeed still running when we gave up.
+	_ = l.Release(context.Background())
+}
+
+func TestLostBeforeServerExpiry(t *testing.T) {
+	// With an explicit lease, the local validity (lease − drift) ends before
+	// the backend lease: when Lost fires, the lock is still ours on the
+	// backend, so no other owner can have written yet.
+	b := memlock.New()
+	c := lockx.New(b)
+	defer c.Close()
+	// A generous drift allowance keeps the check meaningful on a loaded
+	// machine, where the local timer itself may fire late.
+	l, err := c.Acquire(context.Background(), "k", lockx.WithLease(500*time.Millisecond), lockx.WithDrift(0.3, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-l.Lost()
+	if _, err := b.TTL(context.Background(), "k", l.Owner()); err != nil {
+		t.Fatalf("lock already expired on the backend when Lost fired: %v", err)
+	}
+}
+
+func TestReentrantConcurrentRelease(t *testing.T) {
+	c := lockx.New(memlock.New())
+	defer c.Close()
+	ctx := lockx.ContextWithOwner(context.Background(), lockx.NewOwner())
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				l, err := c.Acquire(ctx, "k")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := l.Release(context.Background()); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	other, err := c.TryAcquire(context.Background(), "k")
+	if err != nil {
+		t.Fatalf("key left held: %v", err)
+	}
+	_ = other.Release(context.Background())
+}
+
+func TestErrorMessages(t *testing.T) {
+	c := lockx.New(memlock.New())
+	defer c.Close()
+	_, err := c.Acquire(context.Background(), "")
+	if got := err.Error(); got != `lockx: acquire "": invalid key: empty` {
+		t.Fatalf("message %q", got)
+	}
+	var ke *lockx.KeyError
+	if !errors.As(err, &ke) || ke.Op != "acquire" {
+		t.Fatalf("not a *KeyError: %v", err)
+	}
+	if lockx.New(nil).Close() != nil {
+		t.Fatal("Close of a client over a nil backend")
+	}
+	if _, err := lockx.New(nil).TryAcquire(context.Background(), "k"); !errors.Is(err, lockx.ErrInvalidArgument) {
+		t.Fatalf("nil backend: %v", err)
+	}
+}
