@@ -75,8 +75,9 @@ func (c *Client) TryAcquire(ctx context.Context, key string, opts ...Option) (*L
 }
 
 // Do acquires key (waiting as Acquire does), runs fn and releases the lock.
-// fn's context is cancelled when the lock is lost or ctx ends; if the lock was
-// lost while fn ran, Do's error matches ErrLost (joined with fn's error).
+// fn's context is cancelled when the lock is lost or ctx ends, and carries the
+// lock (LockFromContext) for its fencing token; if the lock was lost while fn
+// ran, Do's error matches ErrLost (joined with fn's error).
 func (c *Client) Do(ctx context.Context, key string, fn func(context.Context) error, opts ...Option) error {
 	if fn == nil {
 		return keyError("do", key, &ArgError{Arg: "fn", Reason: "nil"})
@@ -85,7 +86,7 @@ func (c *Client) Do(ctx context.Context, key string, fn func(context.Context) er
 	if err != nil {
 		return err
 	}
-	fctx, cancel := context.WithCancelCause(l.Context())
+	fctx, cancel := context.WithCancelCause(ContextWithLock(l.Context(), l))
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 	ferr := fn(fctx)
 	stop()
