@@ -1,0 +1,222 @@
+package lockx
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// Idempotency in lockx is split the way database/sql splits drivers from
+// the front end. This file holds what every party has to agree on: the
+// ResultStore capability a backend implements, the Outcome it stores, the
+// verdicts (ErrInProgress, ErrKeyReused, *StoredError) and the typed entry
+// point Idempotent. The machinery — lock, look up, run, decide what is
+// terminal, store — lives once in package patterns/idempotency, whose Guard
+// implements the Idempotency interface below. lockx cannot import that
+// package (it imports lockx), so the package default is an interface value
+// set with SetDefaultIdempotency, as log/slog's default is a *Logger set with
+// slog.SetDefault.
+
+// Verdicts of an idempotent call. Test for them with errors.Is.
+var (
+	// ErrInProgress reports that another call with the same key is running
+	// and did not finish within the caller's wait. Nothing was run and
+	// nothing was stored: retry later.
+	ErrInProgress = errors.New("lockx: idempotent call in progress")
+	// ErrKeyReused reports a key that was first used for a different
+	// request (its fingerprint differs). Nothing was run.
+	ErrKeyReused = errors.New("lockx: idempotency key reused for a different request")
+	// ErrNoResult is returned by ResultStore.LoadResult when no unexpired
+	// outcome is stored under the key.
+	ErrNoResult = errors.New("lockx: no stored result")
+)
+
+// StoredError is the terminal error of an earlier call with the same key,
+// replayed from the store. Message is the original error's text. Err is the
+// sentinel the original error matched among those registered with the
+// Guard (patterns/idempotency.WithErrors), so errors.Is works across
+// processes; nil if none matched.
+type StoredError struct {
+	Key     string
+	Message string
+	Err     error
+}
+
+// Error implements error.
+func (e *StoredError) Error() string { return e.Message }
+
+// Unwrap returns the registered sentinel the original error matched, if any.
+func (e *StoredError) Unwrap() error { return e.Err }
+
+// Outcome is what a finished idempotent call leaves in a ResultStore.
+type Outcome struct {
+	// Fingerprint identifies the request the key was first used for; a
+	// later call with a different non-empty fingerprint gets ErrKeyReused.
+	Fingerprint []byte `json:"fp,omitempty"`
+	// Value is the encoded result (Failed false).
+	Value []byte `json:"v,omitempty"`
+	// Failed marks a terminal error; Err holds its message and Code the
+	// text of the registered sentinel it matched ("" if none).
+	Failed bool   `json:"f,omitempty"`
+	Err    string `json:"e,omitempty"`
+	Code   string `json:"c,omitempty"`
+	// Created is when the outcome was stored.
+	Created time.Time `json:"t"`
+}
+
+// MarshalBinary encodes o for stores that keep opaque bytes. The format is
+// JSON so that an operator can read a record with redis-cli or psql.
+func (o Outcome) MarshalBinary() ([]byte, error) { return json.Marshal(o) }
+
+// UnmarshalBinary decodes what MarshalBinary produced.
+func (o *Outcome) UnmarshalBinary(b []byte) error {
+	if err := json.Unmarshal(b, o); err != nil {
+		return fmt.Errorf("lockx: corrupt stored outcome: %w", err)
+	}
+	return nil
+}
+
+// ResultStore is the capability of keeping the outcomes of idempotent calls
+// for a retention period. Backends that can (memlock, redislock, pglock)
+// implement it; patterns/idempotency finds it with a type assertion on
+// Client.Backend(). Keys are the caller's, already scoped (for HTTP: by
+// principal); a store adds only its own namespace prefix.
+//
+// Errors other than ErrNoResult and *ArgError must match ErrUnavailable;
+// the pattern then fails closed and runs nothing.
+type ResultStore interface {
+	// LoadResult returns the outcome stored under key, or ErrNoResult if
+	// there is none or it has expired.
+	LoadResult(ctx context.Context, key string) (Outcome, error)
+	// SaveResult stores o under key for retention unless an unexpired
+	// outcome is stored there already, in one atomic step. It returns the
+	// outcome stored under key afterwards and whether it is o: false means
+	// an earlier outcome won and is returned instead. The first outcome
+	// stored for a key therefore stays the only one until it expires.
+	SaveResult(ctx context.Context, key string, o Outcome, retention time.Duration) (Outcome, bool, error)
+	// DeleteResult forgets key's outcome, so that the next call runs again.
+	// Deleting a missing key is not an error.
+	DeleteResult(ctx context.Context, key string) error
+}
+
+// CheckResultArgs validates a ResultStore key and retention (pass 1 for
+// calls without one): key non-empty and at most DefaultMaxKeyLen bytes,
+// retention positive. Implementations call it first so that every store
+// refuses the same input with the same *ArgError.
+func CheckResultArgs(key string, retention time.Duration) error {
+	switch {
+	case key == "":
+		return &ArgError{Arg: "key", Reason: "empty"}
+	case len(key) > DefaultMaxKeyLen:
+		return &ArgError{Arg: "key", Reason: fmt.Sprintf("%d bytes, longer than the maximum %d", len(key), DefaultMaxKeyLen)}
+	case retention <= 0:
+		return &ArgError{Arg: "retention", Reason: "must be positive"}
+	}
+	return nil
+}
+
+// Idempotency runs a function at most once per key and replays its outcome
+// to every later call with the key, until the outcome's retention ends.
+// *idempotency.Guard (package patterns/idempotency) is the implementation.
+type Idempotency interface {
+	// Run runs fn unless key already has an outcome, stores fn's outcome
+	// unless fn's error is retryable, and returns fn's value and error.
+	// For a key that has an outcome it returns the stored value (replayed
+	// true) or a *StoredError, without running fn; a non-empty fingerprint
+	// different from the stored one gives ErrKeyReused. While another call
+	// with key runs, Run waits as configured and then returns ErrInProgress.
+	Run(ctx context.Context, key string, fingerprint []byte, fn func(context.Context) ([]byte, error)) (value []byte, replayed bool, err error)
+}
+
+type idempotencyBox struct{ i Idempotency }
+
+var defaultIdempotency atomic.Pointer[idempotencyBox]
+
+// SetDefaultIdempotency makes i the Idempotency used by Idempotent. Call it
+// once at start-up with a Guard:
+//
+//	guard, err := idempotency.New(locks)
+//	lockx.SetDefaultIdempotency(guard)
+//
+// A nil i removes the default.
+func SetDefaultIdempotency(i Idempotency) {
+	if i == nil {
+		defaultIdempotency.Store(nil)
+		return
+	}
+	defaultIdempotency.Store(&idempotencyBox{i})
+}
+
+// DefaultIdempotency returns the Idempotency set by SetDefaultIdempotency,
+// or nil.
+func DefaultIdempotency() Idempotency {
+	if b := defaultIdempotency.Load(); b != nil {
+		return b.i
+	}
+	return nil
+}
+
+// Idempotent runs fn at most once for key through the package default
+// (SetDefaultIdempotency) and returns its result; later calls with key get
+// the stored result, or the stored terminal error as a *StoredError, without
+// running fn. See IdempotentWith.
+func Idempotent[T any](ctx context.Context, key string, fn func(context.Context) (T, error)) (T, error) {
+	i := DefaultIdempotency()
+	if i == nil {
+		var zero T
+		return zero, keyError("idempotent", key, &ArgError{Arg: "idempotency", Reason: "no default set: call lockx.SetDefaultIdempotency"})
+	}
+	return IdempotentWith(ctx, i, key, fn)
+}
+
+// IdempotentWith is Idempotent on an explicit Idempotency (a Guard), for
+// programs that keep no package default. T is stored as JSON, so its
+// exported fields are what a replay returns; fn's context is cancelled if
+// the key's lock is lost or ctx ends.
+//
+// A call while another with key runs waits as the Guard is configured to,
+// then fails with ErrInProgress. A retryable error (the Guard's predicate)
+// is returned without being stored, so the next call runs fn again; any
+// other error is stored and replayed.
+func IdempotentWith[T any](ctx context.Context, i Idempotency, key string, fn func(context.Context) (T, error)) (T, error) {
+	var zero T
+	if i == nil {
+		return zero, keyError("idempotent", key, &ArgError{Arg: "idempotency", Reason: "nil"})
+	}
+	if fn == nil {
+		return zero, keyError("idempotent", key, &ArgError{Arg: "fn", Reason: "nil"})
+	}
+	var fresh T
+	ran := false
+	b, replayed, err := i.Run(ctx, key, nil, func(ctx context.Context) ([]byte, error) {
+		ran = true
+		v, err := fn(ctx)
+		fresh = v
+		if err != nil {
+			return nil, err
+		}
+		b, merr := json.Marshal(v)
+		if merr != nil {
+			return nil, fmt.Errorf("lockx: idempotent %q: encode result: %w", truncate(key, 64), merr)
+		}
+		return b, nil
+	})
+	if ran && !replayed {
+		// fn's own value and error, not a decoded copy. (replayed after
+		// running means an earlier outcome won the store: return that.)
+		return fresh, err
+	}
+	if err != nil {
+		return zero, err
+	}
+	var v T
+	if len(b) > 0 {
+		if derr := json.Unmarshal(b, &v); derr != nil {
+			return zero, keyError("idempotent", key, fmt.Errorf("decode stored result: %w", derr))
+		}
+	}
+	return v, nil
+}
