@@ -1,0 +1,102 @@
+package redislock
+
+import (
+	"strings"
+	"time"
+
+	"github.com/lockx-go/lockx/lockx"
+)
+
+// Defaults of a Backend.
+const (
+	// DefaultPrefix starts every key the backend writes.
+	DefaultPrefix = "lockx:"
+	// DefaultTombstone is how long a released key keeps its last fencing
+	// token, so that the next grant issues a larger one even if the server
+	// clock has not moved past it (see the package documentation).
+	DefaultTombstone = 2 * time.Second
+)
+
+// Option configures a Backend.
+type Option func(*config)
+
+type config struct {
+	prefix     string
+	tombstone  time.Duration
+	queueTTL   time.Duration
+	replicas   int
+	ackTimeout time.Duration
+	err        error // first invalid option
+}
+
+func defaultConfig() config {
+	return config{prefix: DefaultPrefix, tombstone: DefaultTombstone, queueTTL: lockx.DefaultQueueTTL}
+}
+
+func (c *config) fail(arg, reason string) {
+	if c.err == nil {
+		c.err = &lockx.ArgError{Arg: arg, Reason: reason}
+	}
+}
+
+// WithPrefix sets the prefix of every key and pub/sub channel the backend
+// uses (default "lockx:"). Backends that share locks must share the prefix.
+// The prefix must not contain braces: the lock key itself is the hash tag
+// that keeps all keys of one lock on one Cluster node. An invalid prefix is
+// reported as an *lockx.ArgError by every call.
+func WithPrefix(prefix string) Option {
+	return func(c *config) {
+		if strings.ContainsAny(prefix, "{}") {
+			c.fail("redislock prefix", "must not contain '{' or '}'")
+			return
+		}
+		c.prefix = prefix
+	}
+}
+
+// WithTombstone sets how long a released key keeps its last fencing token
+// (default 2 s). Tokens stay monotonic across a release as long as the
+// server clock does not step back by more than this while the key is free;
+// zero keeps nothing and relies on the clock alone.
+func WithTombstone(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 {
+			c.fail("redislock tombstone", "must not be negative")
+			return
+		}
+		c.tombstone = d
+	}
+}
+
+// WithQueueTTL sets the fair-queue entry lifetime used when a request does
+// not carry one (default lockx.DefaultQueueTTL): a waiter that stops
+// refreshing its place is dropped after it.
+func WithQueueTTL(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.fail("redislock queue ttl", "must be positive")
+			return
+		}
+		c.queueTTL = d
+	}
+}
+
+// WithReplicaAck makes every grant wait until at least replicas replicas
+// have acknowledged it (Redis WAIT, sent in the same pipeline as the grant),
+// for at most timeout. A grant that is not acknowledged in time is released
+// again and the attempt fails with an error matching lockx.ErrUnavailable,
+// so a lock is never handed out that a failover to a lagging replica could
+// forget. It costs one replication round trip per grant.
+//
+// WAIT needs the grant and itself on one connection: pass a *redis.Client,
+// a failover client or a *redis.ClusterClient, not an autopipeliner. The
+// pipeline is read with the client's ReadTimeout, so keep timeout below it.
+func WithReplicaAck(replicas int, timeout time.Duration) Option {
+	return func(c *config) {
+		if replicas < 0 || (replicas > 0 && timeout <= 0) {
+			c.fail("redislock replica ack", "need replicas >= 0 and a positive timeout")
+			return
+		}
+		c.replicas, c.ackTimeout = replicas, timeout
+	}
+}

@@ -1,0 +1,306 @@
+package redislock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockx-go/lockx/lockx"
+)
+
+// Backend is lockx's Redis backend over a redis.UniversalClient: a single
+// node, a Sentinel failover client or a Cluster. It implements
+// lockx.Backend, lockx.Notifier and lockx.BatchExtender. Create it with New;
+// it is safe for concurrent use.
+type Backend struct {
+	rdb  redis.UniversalClient
+	cfg  config
+	err  error  // invalid configuration, returned by every call
+	id   string // random backend id: names this backend's wake-up channel
+	chpf string // cfg.prefix + "w:": the wake-up channel of backend X is chpf + X
+
+	// Boxed once: converting a string or a number to an interface allocates,
+	// and these go with every call.
+	idArg, chpfArg, tombArg any
+
+	n notifier
+}
+
+var (
+	_ lockx.Backend       = (*Backend)(nil)
+	_ lockx.Notifier      = (*Backend)(nil)
+	_ lockx.BatchExtender = (*Backend)(nil)
+)
+
+// New returns a Backend that keeps its locks in rdb. It does not take
+// ownership of rdb: Close leaves it open. An invalid option or a nil rdb is
+// reported by every call as an *lockx.ArgError.
+func New(rdb redis.UniversalClient, opts ...Option) *Backend {
+	b := &Backend{rdb: rdb, cfg: defaultConfig()}
+	for _, o := range opts {
+		if o != nil {
+			o(&b.cfg)
+		}
+	}
+	b.err = b.cfg.err
+	if rdb == nil && b.err == nil {
+		b.err = &lockx.ArgError{Arg: "redis client", Reason: "nil"}
+	}
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	b.id = hex.EncodeToString(id[:])
+	b.chpf = b.cfg.prefix + "w:"
+	b.idArg, b.chpfArg, b.tombArg = b.id, b.chpf, b.cfg.tombstone.Milliseconds()
+	b.n.init(b)
+	return b
+}
+
+// keys returns the lock hash of key and its two fair-queue keys. All three
+// share one hash tag: the user key in braces. A user key may contain braces
+// itself; Redis takes the tag from the first '{' (ours, as the prefix has
+// none) to the next '}', which is inside or right after the key, so the
+// suffixes never change the tag. Only a key starting with '}' would give an
+// empty tag (and no tag at all); such keys use the fixed tag "#" instead.
+// The three names are slices of one string: one allocation.
+func (b *Backend) keys(key string) (lk, q, d string) {
+	var s string
+	if len(key) > 0 && key[0] == '}' {
+		s = b.cfg.prefix + "#{#}" + key + ":qd"
+	} else {
+		s = b.cfg.prefix + "{" + key + "}:qd"
+	}
+	n := len(s) - 3
+	return s[:n], s[:n+2], s
+}
+
+// lockKey returns the name of key's lock hash.
+func (b *Backend) lockKey(key string) string {
+	lk, _, _ := b.keys(key)
+	return lk
+}
+
+// flagArgs are the pre-boxed flags argument of acquire.lua: 1 fair, 2 wait.
+var flagArgs = [4]any{"0", "1", "2", "3"}
+
+// Acquire implements lockx.Backend with one script call (plus WAIT in the
+// same pipeline when WithReplicaAck is set).
+func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+	if b.err != nil {
+		return lockx.Result{}, b.err
+	}
+	if err := ctx.Err(); err != nil {
+		return lockx.Result{}, err
+	}
+	lk, q, d := b.keys(req.Key)
+	flags := 0
+	if req.Fair {
+		flags |= 1
+	}
+	if req.Wait {
+		flags |= 2
+	}
+	qttl := req.QueueTTL
+	if qttl <= 0 {
+		qttl = b.cfg.queueTTL
+	}
+	keys := []string{lk, q, d}
+	args := []any{string(req.Owner), millis(req.Lease), flagArgs[flags], millis(qttl), b.idArg}
+	var v int64
+	var err error
+	if b.cfg.replicas > 0 {
+		v, err = b.acquireAcked(ctx, req, keys, args)
+	} else {
+		v, err = acquireScript.Run(ctx, b.rdb, keys, args...).Int64()
+	}
+	if err != nil {
+		return lockx.Result{}, b.fail(ctx, "acquire", err)
+	}
+	if v > 0 {
+		return lockx.Result{Acquired: true, Token: lockx.Token(v), TTL: req.Lease}, nil
+	}
+	return lockx.Result{TTL: time.Duration(-1-v) * time.Millisecond}, nil
+}
+
+// acquireAcked runs the acquire script and WAIT in one pipeline on the
+// connection to the key's primary, and releases a grant that too few
+// replicas acknowledged.
+func (b *Backend) acquireAcked(ctx context.Context, req lockx.Request, keys []string, args []any) (int64, error) {
+	var pipe redis.Pipeliner
+	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
+		node, err := cc.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return 0, err
+		}
+		pipe = node.Pipeline()
+	} else {
+		pipe = b.rdb.Pipeline()
+	}
+	var res, acked *redis.Cmd
+	for _, sha := range [2]bool{true, false} {
+		if sha {
+			res = pipe.EvalSha(ctx, acquireScript.Hash(), keys, args...)
+		} else {
+			res = acquireScript.Eval(ctx, pipe, keys, args...)
+		}
+		acked = pipe.Do(ctx, "wait", b.cfg.replicas, b.cfg.ackTimeout.Milliseconds())
+		_, _ = pipe.Exec(ctx)
+		if !isNoScript(res.Err()) {
+			break
+		}
+	}
+	v, err := res.Int64()
+	if err != nil || v <= 0 {
+		return v, err
+	}
+	n, err := acked.Int64()
+	if err == nil && n >= int64(b.cfg.replicas) {
+		return v, nil
+	}
+	// Not acknowledged: take the grant back (owner-checked) and fail closed.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	_ = b.Release(rctx, req.Key, req.Owner)
+	if err != nil {
+		return 0, fmt.Errorf("redislock: replica acknowledgement: %w", err)
+	}
+	return 0, fmt.Errorf("redislock: grant acknowledged by %d of %d replicas within %v", n, b.cfg.replicas, b.cfg.ackTimeout)
+}
+
+// Extend implements lockx.Backend.
+func (b *Backend) Extend(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) error {
+	if b.err != nil {
+		return b.err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	v, err := extendScript.Run(ctx, b.rdb, []string{b.lockKey(key)}, string(owner), millis(lease)).Int64()
+	if err != nil {
+		return b.fail(ctx, "extend", err)
+	}
+	if v != 1 {
+		return lockx.ErrNotHeld
+	}
+	return nil
+}
+
+// Release implements lockx.Backend. It also wakes the next waiter: the head
+// of the fair queue, or every backend that marked the key as awaited.
+func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) error {
+	if b.err != nil {
+		return b.err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	lk, q, d := b.keys(key)
+	v, err := releaseScript.Run(ctx, b.rdb, []string{lk, q, d}, string(owner), b.tombArg, b.chpfArg).Int64()
+	if err != nil {
+		return b.fail(ctx, "release", err)
+	}
+	if v != 1 {
+		return lockx.ErrNotHeld
+	}
+	return nil
+}
+
+// TTL implements lockx.Backend.
+func (b *Backend) TTL(ctx context.Context, key string, owner lockx.Owner) (time.Duration, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	v, err := ttlScript.Run(ctx, b.rdb, []string{b.lockKey(key)}, string(owner)).Int64()
+	if err != nil {
+		return 0, b.fail(ctx, "ttl", err)
+	}
+	if v < 0 {
+		return 0, lockx.ErrNotHeld
+	}
+	return time.Duration(v) * time.Millisecond, nil
+}
+
+// ExtendMany implements lockx.BatchExtender: one pipeline for all requests
+// (go-redis splits it per node on a Cluster).
+func (b *Backend) ExtendMany(ctx context.Context, reqs []lockx.ExtendRequest) []error {
+	errs := make([]error, len(reqs))
+	if len(reqs) == 0 {
+		return errs
+	}
+	if b.err != nil {
+		for i := range errs {
+			errs[i] = b.err
+		}
+		return errs
+	}
+	cmds := make([]*redis.Cmd, len(reqs))
+	pending := make([]int, len(reqs))
+	for i := range pending {
+		pending[i] = i
+	}
+	for _, sha := range [2]bool{true, false} {
+		pipe := b.rdb.Pipeline()
+		for _, i := range pending {
+			r := reqs[i]
+			keys := []string{b.lockKey(r.Key)}
+			if sha {
+				cmds[i] = pipe.EvalSha(ctx, extendScript.Hash(), keys, string(r.Owner), millis(r.Lease))
+			} else {
+				cmds[i] = extendScript.Eval(ctx, pipe, keys, string(r.Owner), millis(r.Lease))
+			}
+		}
+		_, _ = pipe.Exec(ctx)
+		retry := pending[:0]
+		for _, i := range pending {
+			if sha && isNoScript(cmds[i].Err()) {
+				retry = append(retry, i)
+			}
+		}
+		if pending = retry; len(pending) == 0 {
+			break
+		}
+	}
+	for i, cmd := range cmds {
+		v, err := cmd.Int64()
+		switch {
+		case err != nil:
+			errs[i] = b.fail(ctx, "extend", err)
+		case v != 1:
+			errs[i] = lockx.ErrNotHeld
+		}
+	}
+	return errs
+}
+
+// Close implements lockx.Backend: it closes the wake-up subscription and
+// ends the goroutine that serves it. It does not close the redis client.
+func (b *Backend) Close() error {
+	b.n.close()
+	return nil
+}
+
+// fail classifies a failed call: the context's own error if it ended (so
+// errors.Is(err, context.Canceled) holds), else an error matching
+// lockx.ErrUnavailable that keeps the cause.
+func (b *Backend) fail(ctx context.Context, op string, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		if errors.Is(err, cerr) {
+			return err
+		}
+		return cerr
+	}
+	return lockx.Unavailable(op, err)
+}
+
+// millis converts a lease to whole milliseconds, rounding up so that a
+// positive duration never becomes zero (PEXPIRE 0 would delete the key).
+func millis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}

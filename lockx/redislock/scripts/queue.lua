@@ -1,0 +1,54 @@
+-- Shared by acquire.lua and release.lua (prepended when the scripts load).
+--
+-- A key's fair queue is two keys in the lock's hash slot:
+--   Q  ZSET  member owner, score arrival time (server µs, strictly increasing)
+--   D  HASH  owner -> "<deadline ms>:<backend id>"
+-- An entry whose deadline has passed belongs to a waiter that stopped
+-- refreshing its place (crashed); it is dropped when it reaches the head,
+-- which is all that decides a grant. Q and D expire with their latest deadline.
+
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- queue_head drops expired entries from the head and returns the first live
+-- owner and its D value, or false.
+local function queue_head(q, d, now_ms)
+  while true do
+    local m = redis.call('ZRANGE', q, 0, 0)[1]
+    if not m then return false end
+    local v = redis.call('HGET', d, m)
+    if v and tonumber(string.match(v, '^%d+')) > now_ms then return m, v end
+    redis.call('ZREM', q, m)
+    redis.call('HDEL', d, m)
+  end
+end
+
+-- wake_msg is the pub/sub payload: "<len(owner)>:<owner><lock key>"; an empty
+-- owner means "every watcher of the key".
+local function wake_msg(owner, lk)
+  return string.len(owner) .. ':' .. owner .. lk
+end
+
+-- wake tells the next waiter(s) that lk may be free. With a live queue head
+-- only the head's backend hears, naming the head; otherwise every backend
+-- whose waiter marked lk ("w:<backend id>" fields of the lock hash) hears,
+-- and the marks are cleared. It returns true if a queue head was woken.
+local function wake(lk, q, d, marks, chan)
+  if redis.call('EXISTS', q) == 1 then
+    local head, v = queue_head(q, d, math.floor(now_us() / 1000))
+    if head then
+      redis.call('PUBLISH', chan .. string.match(v, ':(.*)$'), wake_msg(head, lk))
+      return true
+    end
+  end
+  if #marks > 0 then
+    local msg = wake_msg('', lk)
+    for i = 1, #marks do
+      redis.call('PUBLISH', chan .. string.sub(marks[i], 3), msg)
+    end
+    redis.call('HDEL', lk, unpack(marks))
+  end
+  return false
+end
