@@ -50,7 +50,7 @@ type notifier struct {
 	started  bool
 	closed   bool
 	ps       *redis.PubSub
-	ready    chan struct{} // closed at the first confirmed subscription
+	ready    chan struct{}        // closed at the first confirmed subscription
 	watchers map[string]*watchSet // by lock key
 }
 
