@@ -1,0 +1,446 @@
+package lockxtest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/patterns/semaphore"
+)
+
+// RunSemaphore runs the semaphore conformance suite (lockx.SemaphoreBackend,
+// through patterns/semaphore) as subtests of t. newBackend follows Run's
+// contract; the backends it returns must implement lockx.SemaphoreBackend.
+func RunSemaphore(t *testing.T, newBackend func(t *testing.T) lockx.Backend) {
+	if _, ok := newBackend(t).(lockx.SemaphoreBackend); !ok {
+		t.Fatal("backend does not implement lockx.SemaphoreBackend")
+	}
+	s := &suite{newBackend: newBackend}
+	tests := []struct {
+		name string
+		fn   func(t *testing.T)
+	}{
+		{"LimitUnderContention", s.testSemLimit},
+		{"TryAcquireFull", s.testSemTry},
+		{"Weighted", s.testSemWeighted},
+		{"FIFONoStarvation", s.testSemFIFO},
+		{"CrashedHolderReturnsPermits", s.testSemCrashed},
+		{"WatchdogKeepsPermit", s.testSemWatchdog},
+		{"LostWhenTakenAway", s.testSemLost},
+		{"OnlyOwnerReleases", s.testSemOnlyOwner},
+		{"ShrinkRevokesNothing", s.testSemShrink},
+		{"Grow", s.testSemGrow},
+		{"Usage", s.testSemUsage},
+		{"WakeUp", s.testSemWakeUp},
+		{"CloseReleases", s.testSemClose},
+		{"BadInput", s.testSemBadInput},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t)
+		})
+	}
+}
+
+func (s *suite) sem(t *testing.T, k string, limit int64, opts ...semaphore.Option) *semaphore.Semaphore {
+	return semaphore.New(s.client(t), k, limit, opts...)
+}
+
+func (s *suite) semBackend(t *testing.T) lockx.SemaphoreBackend {
+	b := s.newBackend(t)
+	t.Cleanup(func() { _ = b.Close() })
+	return b.(lockx.SemaphoreBackend)
+}
+
+func mustPermit(t *testing.T) func(*semaphore.Permit, error) *semaphore.Permit {
+	return func(p *semaphore.Permit, err error) *semaphore.Permit {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+}
+
+func releasePermit(t *testing.T, p *semaphore.Permit) {
+	t.Helper()
+	if err := p.Release(context.Background()); err != nil {
+		t.Fatalf("Release(%q): %v", p.Key(), err)
+	}
+}
+
+func noPermit(t *testing.T, what string, p *semaphore.Permit, err error) {
+	t.Helper()
+	if err == nil {
+		_ = p.Release(context.Background())
+		t.Fatalf("%s succeeded, want refusal", what)
+	}
+	if !errors.Is(err, lockx.ErrNotAcquired) {
+		t.Fatalf("%s = %v, want ErrNotAcquired", what, err)
+	}
+}
+
+// testSemLimit: several clients, many goroutines, limit 3: never more than
+// 3 holders, and everyone gets through.
+func (s *suite) testSemLimit(t *testing.T) {
+	k := key(t)
+	const limit = 3
+	var cur, peak, done atomic.Int64
+	var wg sync.WaitGroup
+	opts := []lockx.Option{lockx.WithBackoff(time.Millisecond, 20*time.Millisecond)}
+	for i := 0; i < 4; i++ {
+		sem := s.sem(t, k, limit)
+		for j := 0; j < 4; j++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := 0; n < 5; n++ {
+					p, err := sem.Acquire(ctxT(t, 30*time.Second), opts...)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					c := cur.Add(1)
+					if c > limit {
+						t.Errorf("%d holders of a %d-permit semaphore", c, limit)
+					}
+					for m := peak.Load(); c > m && !peak.CompareAndSwap(m, c); m = peak.Load() {
+					}
+					time.Sleep(2 * time.Millisecond)
+					cur.Add(-1)
+					done.Add(1)
+					_ = p.Release(context.Background())
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if done.Load() != 4*4*5 {
+		t.Fatalf("%d acquisitions completed, want %d", done.Load(), 4*4*5)
+	}
+	t.Logf("peak %d holders", peak.Load())
+}
+
+func (s *suite) testSemTry(t *testing.T) {
+	k := key(t)
+	ctx := ctxT(t, 5*time.Second)
+	a, b := s.sem(t, k, 2), s.sem(t, k, 2)
+	p1 := mustPermit(t)(a.TryAcquire(ctx))
+	p2 := mustPermit(t)(b.TryAcquire(ctx))
+	p, err := b.TryAcquire(ctx)
+	noPermit(t, "TryAcquire on a full semaphore", p, err)
+	releasePermit(t, p1)
+	p3 := mustPermit(t)(b.TryAcquire(ctx))
+	if p3.Token() <= p2.Token() || p2.Token() <= p1.Token() {
+		t.Fatalf("permit tokens %v, %v, %v not increasing", p1.Token(), p2.Token(), p3.Token())
+	}
+	releasePermit(t, p2)
+	releasePermit(t, p3)
+	if err := p3.Release(ctx); !errors.Is(err, lockx.ErrNotHeld) {
+		t.Fatalf("second Release = %v, want ErrNotHeld", err)
+	}
+}
+
+func (s *suite) testSemWeighted(t *testing.T) {
+	k := key(t)
+	ctx := ctxT(t, 5*time.Second)
+	sem := s.sem(t, k, 4)
+	big := mustPermit(t)(sem.TryAcquireN(ctx, 3))
+	if big.N() != 3 {
+		t.Fatalf("N = %d", big.N())
+	}
+	one := mustPermit(t)(s.sem(t, k, 4).TryAcquire(ctx))
+	p, err := sem.TryAcquire(ctx)
+	noPermit(t, "a fifth permit", p, err)
+	releasePermit(t, big)
+	p, err = sem.TryAcquireN(ctx, 4)
+	noPermit(t, "four permits with one held", p, err)
+	three := mustPermit(t)(sem.TryAcquireN(ctx, 3))
+	releasePermit(t, one)
+	releasePermit(t, three)
+}
+
+// testSemFIFO: a large request queued first is served before small ones
+// that arrive later, even though they would fit.
+func (s *suite) testSemFIFO(t *testing.T) {
+	k := key(t)
+	ctx := ctxT(t, 20*time.Second)
+	opts := []lockx.Option{lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond)}
+	held := mustPermit(t)(s.sem(t, k, 3).Acquire(ctx))
+	got := make(chan *semaphore.Permit, 1)
+	bigSem := s.sem(t, k, 3)
+	go func() {
+		p, err := bigSem.AcquireN(ctx, 3, opts...)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- p
+	}()
+	time.Sleep(150 * time.Millisecond)
+	p, err := s.sem(t, k, 3).TryAcquire(ctx)
+	noPermit(t, "a small request overtaking a queued large one", p, err)
+	// NonFair may overtake.
+	nf := mustPermit(t)(s.sem(t, k, 3, semaphore.NonFair()).TryAcquire(ctx))
+	releasePermit(t, nf)
+	releasePermit(t, held)
+	select {
+	case p := <-got:
+		if p != nil {
+			releasePermit(t, p)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("large request not served after the permits came back")
+	}
+}
+
+func (s *suite) testSemCrashed(t *testing.T) {
+	k := key(t)
+	ctx := ctxT(t, 10*time.Second)
+	b := s.semBackend(t)
+	// A holder that crashed right after its grant: nobody renews its lease.
+	res, err := b.AcquirePermits(ctx, lockx.PermitRequest{
+		Request: lockx.Request{Key: k, Owner: lockx.NewOwner(), Lease: 300 * time.Millisecond, Fair: true},
+		Limit:   2, Count: 2,
+	})
+	if err != nil || !res.Acquired {
+		t.Fatalf("AcquirePermits: %+v %v", res, err)
+	}
+	start := time.Now()
+	p, err := s.sem(t, k, 2).AcquireN(ctx, 2, lockx.WithWait(5*time.Second), lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
+	if err != nil {
+		t.Fatalf("permits of a crashed holder never came back: %v", err)
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("waited %v for a 300ms lease", el)
+	}
+	releasePermit(t, p)
+}
+
+func (s *suite) testSemWatchdog(t *testing.T) {
+	k := key(t)
+	ctx := ctxT(t, 10*time.Second)
+	p := mustPermit(t)(s.sem(t, k, 1).Acquire(ctx, lockx.WithWatchdog(300*time.Millisecond)))
+	other := s.sem(t, k, 1)
+	for end := time.Now().Add(1200 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		q, err := other.TryAcquire(ctx)
+		noPermit(t, "TryAcquire beside a renewed permit", q, err)
+	}
+	select {
+	case <-p.Lost():
+		t.Fatal("watchdog let the permit's lease lapse")
+	default:
+	}
+	releasePermit(t, p)
+}
+
+func (s *suite) testSemLost(t *testing.T) {
+	k := key(t)
+	ctx := ctxT(t, 10*time.Second)
+	p := mustPermit(t)(s.sem(t, k, 1).Acquire(ctx, lockx.WithWatchdog(300*time.Millisecond)))
+	if err := s.semBackend(t).ReleasePermits(ctx, k, p.Owner()); err != nil {
+		t.Fatalf("force release: %v", err)
+	}
+	if !closedWithin(p.Lost(), 2*time.Second) {
+		t.Fatal("Lost did not fire after the permit was taken away")
+	}
+	if !errors.Is(context.Cause(p.Context()), lockx.ErrLost) {
+		t.Fatalf("cause = %v, want ErrLost", context.Cause(p.Context()))
+	}
+	if err := p.Release(ctx); !errors.Is(err, lockx.ErrLost) {
+		t.Fatalf("Release of a lost permit = %v, want ErrLost", err)
+	}
+	q := mustPermit(t)(s.sem(t, k, 1).Acquire(ctx, lockx.WithLease(150*time.Millisecond)))
+	if !closedWithin(q.Lost(), 2*time.Second) {
+		t.Fatal("explicit permit lease did not end")
+	}
+}
+
+func (s *suite) testSemOnlyOwner(t *testing.T) {
+	k := key(t)
+	ctx := ctxT(t, 10*time.Second)
+	p := mustPermit(t)(s.sem(t, k, 1).Acquire(ctx))
+	b := s.semBackend(t)
+	stranger := lockx.NewOwner()
+	if err := b.ReleasePermits(ctx, k, stranger); !errors.Is(err, lockx.ErrNotHeld) {
+		t.Fatalf("stranger's ReleasePermits = %v, want ErrNotHeld", err)
+	}
+	if err := b.ExtendPermits(ctx, k, stranger, time.Second); !errors.Is(err, lockx.ErrNotHeld) {
+		t.Fatalf("stranger's ExtendPermits = %v, want ErrNotHeld", err)
+	}
+	q, err := s.sem(t, k, 1).TryAcquire(ctx)
+	noPermit(t, "TryAcquire after a stranger's release", q, err)
+	releasePermit(t, p)
+}
+
+func (s *suite) testSemShrink(t *testing.T) {
+	k := key(t)
+	ctx := ctxT(t, 10*time.Second)
+	sem := s.sem(t, k, 3)
+	ps := []*semaphore.Permit{
+		mustPermit(t)(sem.TryAcquire(ctx)), mustPermit(t)(sem.TryAcquire(ctx)), mustPermit(t)(sem.TryAcquire(ctx)),
+	}
+	if err := sem.SetLimit(1); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		if p.Context().Err() != nil {
+			t.Fatal("shrinking revoked a held permit")
+		}
+	}
+	releasePermit(t, ps[0])
+	releasePermit(t, ps[1])
+	p, err := sem.TryAcquire(ctx)
+	noPermit(t, "TryAcquire with usage at the shrunk limit", p, err)
+	releasePermit(t, ps[2])
+	releasePermit(t, mustPermit(t)(sem.TryAcquire(ctx)))
+}
+
+func (s *suite) testSemGrow(t *testing.T) {
+	k := key(t)
+	ctx := ctxT(t, 10*time.Second)
+	sem := s.sem(t, k, 1)
+	p1 := mustPermit(t)(sem.TryAcquire(ctx))
+	got := make(chan *semaphore.Permit, 1)
+	go func() {
+		p, err := sem.Acquire(ctx, lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- p
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if err := sem.SetLimit(2); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case p := <-got:
+		if p != nil {
+			releasePermit(t, p)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter not served after the limit grew")
+	}
+	releasePermit(t, p1)
+}
+
+func (s *suite) testSemUsage(t *testing.T) {
+	k := key(t)
+	ctx := ctxT(t, 10*time.Second)
+	sem := s.sem(t, k, 4)
+	if u, err := sem.Usage(ctx); err != nil || u != (lockx.PermitUsage{}) {
+		t.Fatalf("Usage of an unused semaphore = %+v, %v", u, err)
+	}
+	p1 := mustPermit(t)(sem.TryAcquireN(ctx, 3))
+	p2 := mustPermit(t)(sem.TryAcquire(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p, err := s.sem(t, k, 4).AcquireN(ctx, 2, lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		_ = p.Release(context.Background())
+	}()
+	time.Sleep(150 * time.Millisecond)
+	u, err := sem.Usage(ctx)
+	if err != nil || u != (lockx.PermitUsage{InUse: 4, Holders: 2, Waiting: 1}) {
+		t.Fatalf("Usage = %+v, %v; want 4 in use by 2, 1 waiting", u, err)
+	}
+	releasePermit(t, p1)
+	releasePermit(t, p2)
+	<-done
+}
+
+func (s *suite) testSemWakeUp(t *testing.T) {
+	if _, ok := s.newBackend(t).(lockx.Notifier); !ok {
+		t.Skip("backend does not implement lockx.Notifier")
+	}
+	k := key(t)
+	ctx := ctxT(t, 30*time.Second)
+	opts := []lockx.Option{lockx.WithBackoff(20*time.Second, 20*time.Second), lockx.WithQueueTTL(60 * time.Second)}
+	p := mustPermit(t)(s.sem(t, k, 2).AcquireN(ctx, 2, opts...))
+	got := make(chan *semaphore.Permit, 2)
+	for i := 0; i < 2; i++ {
+		sem := s.sem(t, k, 2)
+		go func() {
+			q, err := sem.Acquire(ctx, opts...)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- q
+		}()
+	}
+	time.Sleep(200 * time.Millisecond)
+	releasePermit(t, p)
+	for i := 0; i < 2; i++ {
+		select {
+		case q := <-got:
+			if q != nil {
+				defer releasePermit(t, q)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("waiters not woken by the release")
+		}
+	}
+}
+
+func (s *suite) testSemClose(t *testing.T) {
+	k := key(t)
+	ctx := ctxT(t, 10*time.Second)
+	c := lockx.New(s.newBackend(t))
+	p := mustPermit(t)(semaphore.New(c, k, 1).Acquire(ctx))
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if !closedWithin(p.Context().Done(), 2*time.Second) || context.Cause(p.Context()) != lockx.ErrClosed {
+		t.Fatalf("permit context after Close: cause %v, want ErrClosed", context.Cause(p.Context()))
+	}
+	q, err := s.sem(t, k, 1).Acquire(ctx, lockx.WithWait(2*time.Second), lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
+	if err != nil {
+		t.Fatalf("Close did not return the permit: %v", err)
+	}
+	releasePermit(t, q)
+}
+
+func (s *suite) testSemBadInput(t *testing.T) {
+	ctx := ctxT(t, 5*time.Second)
+	c := s.client(t)
+	b := s.semBackend(t)
+	cases := []struct {
+		name string
+		call func() error
+	}{
+		{"zero limit", func() error { _, err := semaphore.New(c, key(t), 0).TryAcquire(ctx); return err }},
+		{"negative limit", func() error { _, err := semaphore.New(c, key(t), -1).Acquire(ctx); return err }},
+		{"zero permits", func() error { _, err := semaphore.New(c, key(t), 2).AcquireN(ctx, 0); return err }},
+		{"permits over limit", func() error { _, err := semaphore.New(c, key(t), 2).AcquireN(ctx, 3); return err }},
+		{"empty key", func() error { _, err := semaphore.New(c, "", 2).Acquire(ctx); return err }},
+		{"zero lease", func() error { _, err := semaphore.New(c, key(t), 2).Acquire(ctx, lockx.WithLease(0)); return err }},
+		{"nil client", func() error { _, err := semaphore.New(nil, key(t), 2).Acquire(ctx); return err }},
+		{"SetLimit(0)", func() error { return semaphore.New(c, key(t), 2).SetLimit(0) }},
+		{"backend zero limit", func() error {
+			_, err := b.AcquirePermits(ctx, lockx.PermitRequest{Request: lockx.Request{Key: key(t), Owner: lockx.NewOwner(), Lease: time.Second}, Limit: 0, Count: 1})
+			return err
+		}},
+		{"backend count over limit", func() error {
+			_, err := b.AcquirePermits(ctx, lockx.PermitRequest{Request: lockx.Request{Key: key(t), Owner: lockx.NewOwner(), Lease: time.Second}, Limit: 1, Count: 2})
+			return err
+		}},
+	}
+	for _, tc := range cases {
+		var ae *lockx.ArgError
+		if err := tc.call(); !errors.Is(err, lockx.ErrInvalidArgument) || !errors.As(err, &ae) {
+			t.Errorf("%s: err = %v, want *ArgError", tc.name, err)
+		}
+	}
+	var nilPermit *semaphore.Permit
+	if err := nilPermit.Release(ctx); !errors.Is(err, lockx.ErrNotHeld) {
+		t.Errorf("nil Permit Release = %v", err)
+	}
+}

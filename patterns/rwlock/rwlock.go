@@ -1,0 +1,169 @@
+// Package rwlock provides distributed read/write locks on any lockx backend
+// that implements lockx.RWBackend (memlock, redislock): many readers or one
+// writer per key.
+//
+//	rw := rwlock.New(locks) // locks is a *lockx.Client
+//	r, err := rw.RLock(ctx, "stock:42")
+//	if err != nil { … }
+//	defer r.Release(context.Background())
+//	// read under r.Context(): it is cancelled if the read lock is lost
+//
+// # Semantics
+//
+// Every reader and the writer hold their own lease, renewed by a watchdog
+// like a lockx.Lock's (or fixed with lockx.WithLease). A crashed reader's
+// hold expires with its lease, so it blocks writers for one lease at most.
+// Loss surfaces as Lost and as cancellation of the handle's Context.
+//
+// Writer preference is the default: a writer waiting for a key keeps new
+// readers out, so a steady stream of readers cannot starve writers. Readers
+// that were already waiting before the writer still go first, and all
+// readers waiting behind a writer enter together when it is done, so neither
+// side starves. ReaderPreference lets readers in while a writer waits.
+//
+// Downgrade (write → read while holding) is allowed: Downgrade, or RLock
+// under the write handle's Context followed by its Release. Upgrade (read →
+// write) is refused with lockx.ErrUpgrade instead of deadlocking.
+//
+// Acquisitions under a handle's Context re-enter: RLock under a read
+// handle's Context returns a new handle on the same read hold (a nested read
+// never queues behind a waiting writer), and likewise for Lock.
+//
+// # Tokens
+//
+// A write lock's Token is a fencing token, strictly greater than every token
+// issued earlier for the key. A read lock's Token is the token of the latest
+// write granted on the key (or a fresh one if there has been none yet): it
+// names the write whose result the reader observes, and no writer with a
+// greater token is granted while the reader holds. A resource that remembers
+// the highest token it has seen can therefore reject writes and reads that
+// carry a lower one.
+//
+// A read/write key is its own namespace: it does not conflict with a plain
+// lockx lock or a semaphore of the same name. PostgreSQL support (shared
+// advisory locks) comes with the pglock backend implementing
+// lockx.RWBackend.
+package rwlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/lockx-go/lockx/lockx"
+)
+
+// RW hands out read/write locks through a lockx.Client. It is safe for
+// concurrent use; create one per Client and share it.
+type RW struct {
+	c          *lockx.Client
+	rb         lockx.RWBackend
+	readerPref bool
+	err        error
+}
+
+// Option configures an RW.
+type Option func(*RW)
+
+// ReaderPreference lets readers enter while a writer waits; only a writer
+// holding the key stops them. It raises read throughput at the price of
+// writer starvation under a steady read load.
+func ReaderPreference() Option { return func(rw *RW) { rw.readerPref = true } }
+
+// New returns an RW over c. If c's backend does not implement
+// lockx.RWBackend, every call returns an error matching errors.ErrUnsupported.
+func New(c *lockx.Client, opts ...Option) *RW {
+	rw := &RW{c: c}
+	for _, o := range opts {
+		if o != nil {
+			o(rw)
+		}
+	}
+	switch {
+	case c == nil:
+		rw.err = &lockx.ArgError{Arg: "client", Reason: "nil"}
+	default:
+		rb, ok := c.Backend().(lockx.RWBackend)
+		if !ok {
+			rw.err = fmt.Errorf("rwlock: backend %T does not implement lockx.RWBackend: %w", c.Backend(), errors.ErrUnsupported)
+		}
+		rw.rb = rb
+	}
+	return rw
+}
+
+// RLock obtains a read lock on key, waiting until it is granted, ctx ends,
+// the wait budget (lockx.WithWait) is spent or the client is closed. A
+// refusal matches lockx.ErrNotAcquired. The options are lockx's per-call
+// options (WithWatchdog, WithLease, WithWait, WithQueueTTL, WithBackoff).
+func (rw *RW) RLock(ctx context.Context, key string, opts ...lockx.Option) (*lockx.Grant, error) {
+	return rw.acquire(ctx, lockx.ModeRead, key, opts, true)
+}
+
+// TryRLock makes one attempt at a read lock on key.
+func (rw *RW) TryRLock(ctx context.Context, key string, opts ...lockx.Option) (*lockx.Grant, error) {
+	return rw.acquire(ctx, lockx.ModeRead, key, opts, false)
+}
+
+// Lock obtains the write lock on key, waiting as RLock does. While it waits,
+// new readers are kept out (unless ReaderPreference). Called under a context
+// whose owner holds a read lock on key, it fails at once with an error
+// matching lockx.ErrUpgrade.
+func (rw *RW) Lock(ctx context.Context, key string, opts ...lockx.Option) (*lockx.Grant, error) {
+	return rw.acquire(ctx, lockx.ModeWrite, key, opts, true)
+}
+
+// TryLock makes one attempt at the write lock on key.
+func (rw *RW) TryLock(ctx context.Context, key string, opts ...lockx.Option) (*lockx.Grant, error) {
+	return rw.acquire(ctx, lockx.ModeWrite, key, opts, false)
+}
+
+// Downgrade turns the write lock w into a read lock without letting another
+// writer in between: it takes a read lock under w's owner (granted at once)
+// and then releases w. The read lock carries w's token.
+func (rw *RW) Downgrade(ctx context.Context, w *lockx.Grant, opts ...lockx.Option) (*lockx.Grant, error) {
+	if w == nil {
+		return nil, lockx.ErrNotHeld
+	}
+	if err := context.Cause(w.Context()); err != nil {
+		return nil, fmt.Errorf("rwlock: downgrade %q: %w", w.Key(), err)
+	}
+	r, err := rw.TryRLock(lockx.ContextWithOwner(ctx, w.Owner()), w.Key(), opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Release(ctx); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+func (rw *RW) acquire(ctx context.Context, mode lockx.RWMode, key string, opts []lockx.Option, wait bool) (*lockx.Grant, error) {
+	kind := "rlock"
+	if mode == lockx.ModeWrite {
+		kind = "lock"
+	}
+	if rw.err != nil {
+		return nil, &lockx.KeyError{Op: kind, Key: key, Err: rw.err}
+	}
+	rb, fair := rw.rb, mode == lockx.ModeWrite || !rw.readerPref
+	ops := lockx.GrantOps{
+		Kind:      kind,
+		Reentrant: true,
+		Acquire: func(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+			req.Fair = fair
+			return rb.AcquireRW(ctx, mode, req)
+		},
+		Extend: func(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) error {
+			return rb.ExtendRW(ctx, mode, key, owner, lease)
+		},
+		Release: func(ctx context.Context, key string, owner lockx.Owner) error {
+			return rb.ReleaseRW(ctx, mode, key, owner)
+		},
+	}
+	if wait {
+		return rw.c.AcquireGrant(ctx, key, ops, opts...)
+	}
+	return rw.c.TryAcquireGrant(ctx, key, ops, opts...)
+}
