@@ -55,15 +55,21 @@ func (p *Problem) MarshalJSON() ([]byte, error) {
 // ServeHTTP writes the problem as an application/problem+json response with
 // Retry-After when set. Problem responses are never cached.
 func (p *Problem) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
-	h.Set("Cache-Control", "no-store")
-	if p.RetryAfter > 0 {
-		h.Set("Retry-After", strconv.FormatInt(int64((p.RetryAfter+time.Second-1)/time.Second), 10))
-	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	p.SetHeaders(w.Header())
 	w.WriteHeader(p.Status)
 	if r.Method != http.MethodHead {
 		_ = json.NewEncoder(w).Encode(p)
+	}
+}
+
+// SetHeaders sets the response headers that go with the problem, for
+// frameworks that write the body themselves: Cache-Control: no-store, and
+// Retry-After in whole seconds (rounded up) when RetryAfter is set.
+func (p *Problem) SetHeaders(h http.Header) {
+	h.Set("Cache-Control", "no-store")
+	if p.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.FormatInt(int64((p.RetryAfter+time.Second-1)/time.Second), 10))
 	}
 }
 

@@ -115,6 +115,11 @@ func (s *Serializer) problem(key string, err error) *Problem {
 	return p
 }
 
+// KeyProblem is the 400 answer to a KeyFunc's error.
+func KeyProblem(err error) *Problem {
+	return newProblem(problemLockKey, http.StatusBadRequest, "Malformed lock key", err.Error(), err)
+}
+
 // Serialize returns middleware that runs the requests of one key — as
 // derived by key — one at a time across every process sharing the locks'
 // backend. See Serializer.Enter for the answers. The handler's context is
@@ -138,7 +143,7 @@ func Serialize(locks *lockx.Client, key KeyFunc, opts ...Option) func(http.Handl
 			}
 			k, err := key(r)
 			if err != nil {
-				cfg.errorHandler(w, r, newProblem(problemLockKey, http.StatusBadRequest, "Malformed lock key", err.Error(), err))
+				cfg.errorHandler(w, r, KeyProblem(err))
 				return
 			}
 			ctx, done, err := s.Enter(r.Context(), r.Method, k)
