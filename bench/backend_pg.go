@@ -1,0 +1,15 @@
+//go:build lockx_pglock
+
+package bench
+
+import (
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/pglock"
+)
+
+// newPGBackend returns lockx's PostgreSQL backend over pool.
+func newPGBackend(pool *pgxpool.Pool) (lockx.Backend, error) {
+	return pglock.New(pool), nil
+}

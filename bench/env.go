@@ -1,0 +1,222 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+)
+
+// PoolSize is the go-redis pool size of a client shared by many goroutines,
+// as in the peer measurements of shared/anchors/peer-benchmark.md.
+const PoolSize = 64
+
+// Env is what the cases run against: the benchmark's redis-servers
+// (started on demand, the first is the main one) and the local PostgreSQL.
+type Env struct {
+	PGURL string
+
+	rtts rttCounter // round trips of every client the cases open
+
+	mu      sync.Mutex
+	servers []*RedisServer
+	admin   []*redis.Client
+	pg      *pgxpool.Pool
+	pgErr   error
+}
+
+// NewEnv returns an Env; servers start when a case first needs them.
+func NewEnv(pgURL string) *Env { return &Env{PGURL: pgURL} }
+
+// Servers returns the addresses of n redis-servers, starting any that are
+// missing.
+func (e *Env) Servers(ctx context.Context, n int) ([]string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for len(e.servers) < n {
+		s, err := StartRedis(ctx)
+		if err != nil {
+			return nil, err
+		}
+		e.servers = append(e.servers, s)
+		e.admin = append(e.admin, redis.NewClient(&redis.Options{Addr: s.Addr, PoolSize: 2}))
+	}
+	addrs := make([]string, n)
+	for i := range n {
+		addrs[i] = e.servers[i].Addr
+	}
+	return addrs, nil
+}
+
+// Addr returns the main server's address.
+func (e *Env) Addr(ctx context.Context) (string, error) {
+	a, err := e.Servers(ctx, 1)
+	if err != nil {
+		return "", err
+	}
+	return a[0], nil
+}
+
+// Admin returns a small client on server i for INFO, FLUSHALL and the like.
+func (e *Env) Admin(i int) *redis.Client {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.admin[i]
+}
+
+// Client returns a new go-redis client on the main server with the given
+// pool size (0: go-redis's default, as an independent process would have).
+func (e *Env) Client(ctx context.Context, poolSize int) (*redis.Client, error) {
+	addr, err := e.Addr(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return e.clientOn(addr, poolSize), nil
+}
+
+// clientOn returns a new go-redis client on addr whose round trips are
+// counted.
+func (e *Env) clientOn(addr string, poolSize int) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: poolSize})
+	rdb.AddHook(&e.rtts)
+	return rdb
+}
+
+// rttCounter is a go-redis hook counting round trips: one per command sent
+// alone, one per pipeline (or MULTI/EXEC transaction) however long. Pub/sub
+// traffic does not pass through these hooks and is not counted.
+type rttCounter struct{ n atomic.Int64 }
+
+func (c *rttCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *rttCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *rttCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// Reset empties every started server and resets its statistics, so each
+// case starts from the same state.
+func (e *Env) Reset(ctx context.Context) error {
+	e.mu.Lock()
+	admin := append([]*redis.Client(nil), e.admin...)
+	e.mu.Unlock()
+	var errs []error
+	for _, a := range admin {
+		errs = append(errs, a.FlushAll(ctx).Err(), a.ConfigResetStat(ctx).Err())
+	}
+	return errors.Join(errs...)
+}
+
+// PG returns a pool on the local PostgreSQL with room for conns
+// connections, or the reason it is unavailable.
+func (e *Env) PG(ctx context.Context, conns int) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(e.PGURL)
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = int32(conns)
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(pctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("bench: PostgreSQL at %s: %w", e.PGURL, err)
+	}
+	return pool, nil
+}
+
+// Close stops every server the Env started.
+func (e *Env) Close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, a := range e.admin {
+		a.Close()
+	}
+	for _, s := range e.servers {
+		s.Stop()
+	}
+	e.servers, e.admin = nil, nil
+}
+
+// cmdProbe counts, in the window, the commands the main Redis server
+// executed (INFO commandstats, which includes the commands scripts call;
+// INFO and CONFIG, the probe's own, are excluded) and the round trips of
+// the clients under test, and divides both by the operations counted.
+type cmdProbe struct {
+	e         *Env
+	before    map[string]int64
+	rttBefore int64
+}
+
+func (e *Env) cmdProbe() *cmdProbe { return &cmdProbe{e: e} }
+
+func (p *cmdProbe) begin(ctx context.Context) {
+	p.before, _ = commandCalls(ctx, p.e.Admin(0))
+	p.rttBefore = p.e.rtts.n.Load()
+}
+
+func (p *cmdProbe) end(ctx context.Context, s Sample, window time.Duration) {
+	rtts := p.e.rtts.n.Load() - p.rttBefore
+	after, err := commandCalls(ctx, p.e.Admin(0))
+	if err != nil || p.before == nil {
+		return
+	}
+	var n int64
+	for k, v := range after {
+		if k == "info" || k == "config|resetstat" || k == "config" {
+			continue
+		}
+		n += v - p.before[k]
+	}
+	s["cmds/s"] = float64(n) / window.Seconds()
+	if ops := s[mRate] * window.Seconds(); ops > 0 {
+		s[mCmds] = float64(n) / ops
+		s[mRTT] = float64(rtts) / ops
+	}
+}
+
+// cpuProbe measures this process's CPU (getrusage) and the Redis server's
+// (INFO cpu) during the window, in percent of one core.
+type cpuProbe struct {
+	rdb       *redis.Client
+	self, srv float64
+}
+
+func processCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return tv(ru.Utime) + tv(ru.Stime)
+}
+
+func (p *cpuProbe) begin(ctx context.Context) {
+	p.self = processCPU()
+	p.srv, _ = serverCPU(ctx, p.rdb)
+}
+
+func (p *cpuProbe) end(ctx context.Context, s Sample, window time.Duration) {
+	s["client cpu%"] = 100 * (processCPU() - p.self) / window.Seconds()
+	if srv, err := serverCPU(ctx, p.rdb); err == nil {
+		s["redis cpu%"] = 100 * (srv - p.srv) / window.Seconds()
+	}
+}

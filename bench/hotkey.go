@@ -1,0 +1,213 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"sync/atomic"
+	"time"
+
+	bsm "github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+
+	"github.com/lockx-go/lockx/lockx"
+)
+
+// Row names of the contended tables, used by the targets.
+const (
+	hotSection     = "hotkey"
+	hotGroup       = "16 clients"
+	nameHotRaw     = "raw SET NX, 1 ms sleep between tries"
+	nameHotBsm10   = "bsm/redislock LinearBackoff(10 ms) (common setting; default NoRetry cannot wait)"
+	nameHotBsm1    = "bsm/redislock LinearBackoff(1 ms) (best)"
+	nameHotRs      = "redsync defaults (32 tries, 50–250 ms random delay)"
+	nameHotRs1     = "redsync WithRetryDelay(1 ms) (best)"
+	nameHotLockx   = "lockx Acquire (defaults)"
+	nameHotFair    = "lockx Acquire Fair()"
+	hotClients     = 16
+	localSection   = "localfirst"
+	zipfSection    = "zipf"
+	zipfKeys       = 1000
+	zipfGoroutines = 64
+	// zipfS is the Zipf exponent: with 1,000 keys the most popular key draws
+	// about 18 % of the acquisitions, the top ten about 48 %.
+	zipfS = 1.1
+)
+
+// contendedLib is one row of a contended table.
+type contendedLib struct {
+	name  string
+	open  func(ctx context.Context, e *Env, poolSize int) (Locker, error)
+	quick bool
+}
+
+// hotLibs: each peer at its defaults and at its best retry setting, named as
+// such; lockx at its defaults and in fair mode.
+func hotLibs() []contendedLib {
+	return []contendedLib{
+		{nameHotRaw, rawLib(time.Millisecond), true},
+		{nameHotBsm10, bsmLib(bsm.LinearBackoff(10 * time.Millisecond)), false},
+		{nameHotBsm1, bsmLib(bsm.LinearBackoff(time.Millisecond)), true},
+		{nameHotRs, redsyncLib(1), false},
+		{nameHotRs1, redsyncLib(1, redsync.WithRetryDelay(time.Millisecond)), true},
+		{nameHotLockx, lockxRedisLib(false), true},
+		{nameHotFair, lockxRedisLib(false, lockx.Fair()), true},
+	}
+}
+
+func hotKeyCases() []*Case {
+	var cs []*Case
+	for i, l := range hotLibs() {
+		cs = append(cs, &Case{
+			Section: hotSection, Group: hotGroup, Name: l.name, Baseline: i == 0, Quick: l.quick,
+			Run: func(ctx context.Context, e *Env, p Params) (Sample, error) {
+				// One go-redis client and one library client per goroutine, with
+				// default pool sizes: 16 independent processes.
+				lks := make([]Locker, hotClients)
+				defer closeAll(lks)
+				for i := range lks {
+					lk, err := l.open(ctx, e, 0)
+					if err != nil {
+						return nil, err
+					}
+					lks[i] = lk
+				}
+				return runHandoffs(ctx, p, lks, e.cmdProbe()), nil
+			},
+		})
+	}
+	return cs
+}
+
+func localFirstCases() []*Case {
+	libs := []contendedLib{
+		{"lockx Acquire, 16 goroutines on one Client", lockxRedisLib(false), false},
+		{"lockx Acquire LocalFirst(), 16 goroutines on one Client", lockxRedisLib(false, lockx.LocalFirst()), false},
+	}
+	var cs []*Case
+	for i, l := range libs {
+		cs = append(cs, &Case{
+			Section: localSection, Group: "16 goroutines, one key", Name: l.name, Baseline: i == 0,
+			Run: func(ctx context.Context, e *Env, p Params) (Sample, error) {
+				lk, err := l.open(ctx, e, PoolSize)
+				if err != nil {
+					return nil, err
+				}
+				defer lk.Close()
+				lks := make([]Locker, hotClients)
+				for i := range lks {
+					lks[i] = lk
+				}
+				return runHandoffs(ctx, p, lks, e.cmdProbe()), nil
+			},
+		})
+	}
+	return cs
+}
+
+func closeAll(lks []Locker) {
+	for _, lk := range lks {
+		if lk != nil {
+			lk.Close()
+		}
+	}
+}
+
+// runHandoffs has goroutine w loop on one hot key through lks[w]: lock,
+// release at once, lock again. A handoff is a grant to a different goroutine
+// than the previous holder; its wait runs from the moment that goroutine
+// began wanting the lock (its first try, across failed calls) to the grant.
+// A call that returns an error (retries exhausted) counts as failed and the
+// goroutine tries again. "overlaps" counts grants while another goroutine
+// still held the lock: a correctness check, it must be 0.
+func runHandoffs(ctx context.Context, p Params, lks []Locker, probes ...probe) Sample {
+	const key = "hot"
+	var last atomic.Int64
+	last.Store(-1)
+	var inside atomic.Int32
+	var overlaps atomic.Int64
+	s := drive(ctx, p, len(lks), func(ctx context.Context, w int, r *recorder) {
+		t0 := time.Now()
+		var unlock func(context.Context) error
+		for {
+			u, err := lks[w].Lock(ctx, key)
+			if err == nil {
+				unlock = u
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			r.fail()
+		}
+		if inside.Add(1) > 1 {
+			overlaps.Add(1)
+		}
+		if prev := last.Swap(int64(w)); prev >= 0 && prev != int64(w) {
+			r.ok(time.Since(t0))
+		}
+		inside.Add(-1)
+		if err := unlock(context.WithoutCancel(ctx)); err != nil {
+			r.fail()
+		}
+	}, probes...)
+	s[mViol] = float64(overlaps.Load())
+	return s
+}
+
+// --- 1,000 keys × 64 goroutines, Zipf popularity --------------------------
+
+func zipfCases() []*Case {
+	libs := []contendedLib{
+		{nameHotRaw, rawLib(time.Millisecond), false},
+		{nameHotBsm1, bsmLib(bsm.LinearBackoff(time.Millisecond)), false},
+		{nameHotRs, redsyncLib(1), false},
+		{nameHotRs1, redsyncLib(1, redsync.WithRetryDelay(time.Millisecond)), false},
+		{nameHotLockx, lockxRedisLib(false), false},
+	}
+	var cs []*Case
+	for i, l := range libs {
+		cs = append(cs, &Case{
+			Section: zipfSection, Group: fmt.Sprintf("%d keys × %d goroutines", zipfKeys, zipfGoroutines),
+			Name: l.name, Baseline: i == 0,
+			Run: func(ctx context.Context, e *Env, p Params) (Sample, error) {
+				return runZipf(ctx, e, p, l)
+			},
+		})
+	}
+	return cs
+}
+
+// runZipf has 64 goroutines of one process (one Locker, pool of 64) lock
+// and release keys drawn from a Zipf distribution over 1,000 keys. The
+// latency is the acquisition's wait, from the first try to the grant.
+func runZipf(ctx context.Context, e *Env, p Params, l contendedLib) (Sample, error) {
+	lk, err := l.open(ctx, e, PoolSize)
+	if err != nil {
+		return nil, err
+	}
+	defer lk.Close()
+	keys := make([]string, zipfKeys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("z:%d", i)
+	}
+	zipfs := make([]*rand.Zipf, zipfGoroutines)
+	for w := range zipfs {
+		zipfs[w] = rand.NewZipf(rand.New(rand.NewSource(int64(w+1))), zipfS, 1, zipfKeys-1)
+	}
+	return drive(ctx, p, zipfGoroutines, func(ctx context.Context, w int, r *recorder) {
+		key := keys[zipfs[w].Uint64()]
+		t0 := time.Now()
+		unlock, err := lk.Lock(ctx, key)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.fail()
+			}
+			return
+		}
+		r.ok(time.Since(t0))
+		if err := unlock(context.WithoutCancel(ctx)); err != nil {
+			r.fail()
+		}
+	}, e.cmdProbe()), nil
+}

@@ -1,0 +1,227 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lockx-go/lockx/lockx"
+)
+
+// Sections and row names of the PostgreSQL tables.
+const (
+	pgSection       = "pg"
+	pgHotSection    = "pghot"
+	namePGRaw       = "raw pg_try_advisory_lock + pg_advisory_unlock, pinned conns"
+	namePGLockx     = "lockx Acquire + Release (pglock)"
+	namePGHotRaw    = "raw pg_try_advisory_lock, 1 ms sleep between tries"
+	namePGHotBlock  = "raw blocking pg_advisory_lock (PostgreSQL's own queue)"
+	namePGHotLockx  = "lockx Acquire (pglock, defaults)"
+	pgKeyNamespace  = "lockxbench:" // advisory keys are hashed from this and the key, away from other users of the database
+	pgClientConns   = 6             // pool of each independent lockx client in the hot-key case: pglock's 4 holder sessions + its listener + 1
+	pgUncontendedNs = 32
+)
+
+// pgKey maps a benchmark key to an advisory-lock key.
+func pgKey(key string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(pgKeyNamespace + key))
+	return int64(h.Sum64())
+}
+
+// pgRawLocker is one pinned connection using session advisory locks
+// directly. blocking uses pg_advisory_lock (PostgreSQL queues the waiter);
+// otherwise Lock polls pg_try_advisory_lock every retry.
+type pgRawLocker struct {
+	conn     *pgxpool.Conn
+	blocking bool
+	retry    time.Duration
+}
+
+func (l *pgRawLocker) try(ctx context.Context, k int64) (bool, error) {
+	var ok bool
+	err := l.conn.QueryRow(ctx, "select pg_try_advisory_lock($1)", k).Scan(&ok)
+	return ok, err
+}
+
+func (l *pgRawLocker) unlock(ctx context.Context, k int64) error {
+	var ok bool
+	if err := l.conn.QueryRow(ctx, "select pg_advisory_unlock($1)", k).Scan(&ok); err != nil {
+		return err
+	}
+	if !ok {
+		return errNotHeld
+	}
+	return nil
+}
+
+func (l *pgRawLocker) Pair(ctx context.Context, key string) error {
+	k := pgKey(key)
+	ok, err := l.try(ctx, k)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errNotObtained
+	}
+	return l.unlock(ctx, k)
+}
+
+func (l *pgRawLocker) Lock(ctx context.Context, key string) (func(context.Context) error, error) {
+	k := pgKey(key)
+	release := func(ctx context.Context) error { return l.unlock(ctx, k) }
+	if l.blocking {
+		// A cancelled wait makes pgx close the connection; the case ends then.
+		if _, err := l.conn.Exec(ctx, "select pg_advisory_lock($1)", k); err != nil {
+			return nil, err
+		}
+		return release, nil
+	}
+	for {
+		ok, err := l.try(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return release, nil
+		}
+		sleep(ctx, l.retry)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (l *pgRawLocker) Close() error { l.conn.Release(); return nil }
+
+// pgLockxLocker is a lockx Client over pglock with its own pool.
+type pgLockxLocker struct {
+	lockxLocker
+	pool *pgxpool.Pool
+}
+
+func openPGLockx(ctx context.Context, e *Env, conns int, opts ...lockx.Option) (Locker, error) {
+	if _, err := newPGBackend(nil); errors.Is(err, errSkip) {
+		return nil, err
+	}
+	pool, err := e.PG(ctx, conns)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errSkip, err)
+	}
+	b, err := newPGBackend(pool)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &pgLockxLocker{lockxLocker: lockxLocker{c: lockx.New(b), opts: opts}, pool: pool}, nil
+}
+
+func (l *pgLockxLocker) Close() error {
+	err := l.lockxLocker.Close()
+	l.pool.Close()
+	return err
+}
+
+// pinned returns n raw lockers, each on its own connection of one pool.
+func pinned(ctx context.Context, e *Env, n int, blocking bool) ([]Locker, func(), error) {
+	pool, err := e.PG(ctx, n)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", errSkip, err)
+	}
+	lks := make([]Locker, n)
+	done := func() { closeAll(lks); pool.Close() }
+	for i := range lks {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			done()
+			return nil, nil, err
+		}
+		lks[i] = &pgRawLocker{conn: c, blocking: blocking, retry: time.Millisecond}
+	}
+	return lks, done, nil
+}
+
+func pgCases() []*Case {
+	var cs []*Case
+	for _, n := range []int{1, pgUncontendedNs} {
+		group := groupGoroutines(n)
+		cs = append(cs,
+			&Case{Section: pgSection, Group: group, Name: namePGRaw, Baseline: true, Quick: n > 1,
+				Run: func(ctx context.Context, e *Env, p Params) (Sample, error) {
+					lks, done, err := pinned(ctx, e, n, false)
+					if err != nil {
+						return nil, err
+					}
+					defer done()
+					return runPGPairs(ctx, p, lks), nil
+				}},
+			&Case{Section: pgSection, Group: group, Name: namePGLockx, Quick: n > 1,
+				Run: func(ctx context.Context, e *Env, p Params) (Sample, error) {
+					// The same pool size as the raw row: n connections.
+					lk, err := openPGLockx(ctx, e, n, lockx.WithLease(benchLease))
+					if err != nil {
+						return nil, err
+					}
+					defer lk.Close()
+					lks := make([]Locker, n)
+					for i := range lks {
+						lks[i] = lk
+					}
+					return runPGPairs(ctx, p, lks), nil
+				}})
+	}
+	hot := func(name string, baseline bool, open func(ctx context.Context, e *Env) ([]Locker, func(), error)) *Case {
+		return &Case{Section: pgHotSection, Group: hotGroup, Name: name, Baseline: baseline,
+			Run: func(ctx context.Context, e *Env, p Params) (Sample, error) {
+				lks, done, err := open(ctx, e)
+				if err != nil {
+					return nil, err
+				}
+				defer done()
+				return runHandoffs(ctx, p, lks), nil
+			}}
+	}
+	cs = append(cs,
+		hot(namePGHotRaw, true, func(ctx context.Context, e *Env) ([]Locker, func(), error) {
+			return pinned(ctx, e, hotClients, false)
+		}),
+		hot(namePGHotBlock, false, func(ctx context.Context, e *Env) ([]Locker, func(), error) {
+			return pinned(ctx, e, hotClients, true)
+		}),
+		hot(namePGHotLockx, false, func(ctx context.Context, e *Env) ([]Locker, func(), error) {
+			lks := make([]Locker, hotClients)
+			for i := range lks {
+				lk, err := openPGLockx(ctx, e, pgClientConns)
+				if err != nil {
+					closeAll(lks)
+					return nil, nil, err
+				}
+				lks[i] = lk
+			}
+			return lks, func() { closeAll(lks) }, nil
+		}),
+	)
+	return cs
+}
+
+// runPGPairs is runPairs for PostgreSQL: worker w uses lks[w] on its own key.
+func runPGPairs(ctx context.Context, p Params, lks []Locker) Sample {
+	keys := make([]string, len(lks))
+	for i := range keys {
+		keys[i] = fmt.Sprintf("u:%d", i)
+	}
+	return drive(ctx, p, len(lks), func(ctx context.Context, w int, r *recorder) {
+		t := time.Now()
+		if err := lks[w].Pair(ctx, keys[w]); err != nil {
+			if ctx.Err() == nil {
+				r.fail()
+			}
+			return
+		}
+		r.ok(time.Since(t))
+	})
+}

@@ -1,0 +1,314 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// col is one metric column of a table.
+type col struct {
+	key, header string
+	spread      bool // show min–max across runs beside the median
+}
+
+// section is one table of the report.
+type section struct {
+	key, title, intro string
+	cols              []col
+	ratio             string // metric divided by the group's baseline, per run
+	ratioHeader       string
+}
+
+var (
+	colRate  = func(h string) col { return col{mRate, h, true} }
+	colP50   = col{mP50, "p50 ms", false}
+	colP99   = col{mP99, "p99 ms", true}
+	colFail  = col{mFails, "failed", false}
+	colCmds  = func(h string) col { return col{mCmds, h, false} }
+	colRTT   = func(h string) col { return col{mRTT, h, false} }
+	colViol  = col{mViol, "overlaps", false}
+	waitCols = []col{
+		colRate("handoffs/s"), {mP50, "wait p50 ms", false}, {mP99, "wait p99 ms", true},
+		{mMax, "wait max ms", false}, {mFails, "failed calls", false}, colRTT("round trips/handoff"), colCmds("server cmds/handoff"), colViol,
+	}
+)
+
+// sections lists the tables in report order.
+var sections = []section{
+	{
+		key:   scalingSection,
+		title: "Uncontended acquire + release, a distinct key per goroutine, watchdog off",
+		intro: "One process, one go-redis client (pool 64) shared by the goroutines; each goroutine acquires and releases its own key in a loop with the library's plain lock call and its defaults (lockx with WithLease, so no watchdog). Latency is the whole pair. Round trips are counted in the clients (a go-redis hook: one per command sent alone, one per pipeline); server cmds counts every command the server executed (INFO commandstats, including the commands a script calls).",
+		cols:  []col{colRate("pairs/s"), colP50, colP99, colRTT("round trips/pair"), colCmds("server cmds/pair"), colFail},
+		ratio: mRate, ratioHeader: "× raw (per run)",
+	},
+	{
+		key:   allocSection,
+		title: "Allocations per uncontended pair",
+		intro: "testing.Benchmark inside the command with ReportAllocs (what `go test -benchmem` reports), one goroutine, one key; every allocation of the process during the loop counts, including the library's background goroutines.",
+		cols:  []col{{"allocs/op", "allocs/pair", false}, {"B/op", "bytes/pair", false}, {"ns/op", "ns/pair", false}},
+		ratio: "allocs/op", ratioHeader: "allocs × raw",
+	},
+	{
+		key:   hotSection,
+		title: "One hot key, 16 independent clients",
+		intro: "16 goroutines, each with its own go-redis client (default pool) and its own library client, as 16 processes would be; each locks the key, releases it at once and locks again. A handoff is a grant to a different client than the previous holder; its wait runs from that client's first try (across failed calls) to the grant. Failed calls are lock calls that gave up (retries exhausted); the client then tries again. Overlaps counts grants while another client still held the lock (must be 0).",
+		cols:  waitCols,
+		ratio: mRate, ratioHeader: "× raw (per run)",
+	},
+	{
+		key:   localSection,
+		title: "Local lock first: 16 goroutines of one process on one hot key",
+		intro: "One lockx Client (pool 64) shared by 16 goroutines; a handoff is a grant to a different goroutine. With LocalFirst the goroutines queue in-process and only one of them contends in Redis.",
+		cols:  waitCols,
+		ratio: mRate, ratioHeader: "× without LocalFirst",
+	},
+	{
+		key:   zipfSection,
+		title: "1,000 keys × 64 goroutines, Zipf popularity (s = 1.1)",
+		intro: "One process (pool 64); each goroutine draws a key (the most popular gets ~18 % of draws, the top ten ~48 %), locks it, releases it at once. Wait is from the first try to the grant. Peers at their best retry setting, redsync also at its defaults.",
+		cols: []col{colRate("acquisitions/s"), {mP50, "wait p50 ms", false}, {mP99, "wait p99 ms", true},
+			{mMax, "wait max ms", false}, {mFails, "failed calls", false}, colRTT("round trips/acquisition")},
+		ratio: mRate, ratioHeader: "× raw (per run)",
+	},
+	{
+		key:   watchdogSection,
+		title: "Watchdog overhead: 10,000 held locks, idle",
+		intro: fmt.Sprintf("One lockx Client holds 10,000 locks; the window is idle but for renewals. With WithWatchdog(%v) every lock is renewed every %v, so the watchdog owes %v renewals/s (at the default 30 s lease a tenth of it). Commands/s from INFO commandstats, CPU in %% of one core from getrusage (this process) and INFO cpu (redis-server). Lost must be 0.", watchdogLease, watchdogLease/3, watchdogLocks/(watchdogLease/3).Seconds()),
+		cols:  []col{{"renewals/s owed", "renewals/s owed", false}, {"cmds/s", "Redis cmds/s", true}, {"client cpu%", "client CPU %", true}, {"redis cpu%", "redis CPU %", true}, {"lost", "lost", false}},
+	},
+	{
+		key:   memSection,
+		title: "Redis memory per held lock",
+		intro: "INFO memory used_memory before and after holding 100,000 locks (keys order:N), divided by the locks; everything the library keeps in Redis per lock, including lockx's fence state. Measured in the first run only (it does not vary).",
+		cols:  []col{{"bytes/lock", "bytes/lock", false}, {"keys/lock", "Redis keys/lock", false}},
+		ratio: "bytes/lock", ratioHeader: "× raw",
+	},
+	{
+		key:   heldSection,
+		title: "Scaling with held locks: 16 goroutines of uncontended pairs while N locks are held",
+		intro: "The same Locker first holds N locks (watchdog off), then runs uncontended pairs at 16 goroutines; bytes/lock is the Redis memory of the N held locks.",
+		cols:  []col{colRate("pairs/s"), colP99, {"bytes/lock", "bytes/held lock", false}, colRTT("round trips/pair")},
+		ratio: mRate, ratioHeader: "× raw (per run)",
+	},
+	{
+		key:   pgSection,
+		title: "PostgreSQL: uncontended acquire + release",
+		intro: "Raw: each goroutine on its own pinned connection of one pool of n connections, session advisory locks. lockx pglock gets a pool of the same size.",
+		cols:  []col{colRate("pairs/s"), colP50, colP99, colFail},
+		ratio: mRate, ratioHeader: "× raw (per run)",
+	},
+	{
+		key:   pgHotSection,
+		title: "PostgreSQL: one hot key, 16 independent clients",
+		intro: "Raw rows: 16 pinned connections; lockx: 16 clients, each with its own pool of 6 connections (pglock keeps up to 4 holder sessions and a listener). Handoffs and waits as in the Redis hot-key table.",
+		cols: []col{colRate("handoffs/s"), {mP50, "wait p50 ms", false}, {mP99, "wait p99 ms", true},
+			{mMax, "wait max ms", false}, {mFails, "failed calls", false}, colViol},
+		ratio: mRate, ratioHeader: "× raw (per run)",
+	},
+}
+
+// values returns the metric key of every run that has it.
+func (r *Result) values(key string) []float64 {
+	var v []float64
+	for _, s := range r.Runs {
+		if x, ok := s[key]; ok && s != nil {
+			v = append(v, x)
+		}
+	}
+	return v
+}
+
+// ratios returns a.key / b.key for every run in which both were measured.
+func ratios(a, b *Result, key string) []float64 {
+	var v []float64
+	for i := range a.Runs {
+		if i >= len(b.Runs) || a.Runs[i] == nil || b.Runs[i] == nil {
+			continue
+		}
+		x, ok1 := a.Runs[i][key]
+		y, ok2 := b.Runs[i][key]
+		if ok1 && ok2 && y != 0 {
+			v = append(v, x/y)
+		}
+	}
+	return v
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// num formats a figure with as many digits as it deserves.
+func num(v float64) string {
+	switch a := math.Abs(v); {
+	case math.IsNaN(v):
+		return "—"
+	case v == 0:
+		return "0"
+	case a >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", v)
+	case a >= 0.1:
+		return fmt.Sprintf("%.2f", v)
+	}
+	return fmt.Sprintf("%.3f", v)
+}
+
+// spreadOf formats median (min–max), or just the median for one run.
+func spreadOf(v []float64, spread bool) string {
+	if len(v) == 0 {
+		return "—"
+	}
+	m := num(median(v))
+	if !spread || len(v) < 2 {
+		return m
+	}
+	return fmt.Sprintf("%s (%s–%s)", m, num(slices.Min(v)), num(slices.Max(v)))
+}
+
+// Results indexes results by section, group and name.
+type Results []*Result
+
+func (rs Results) find(section, group, name string) *Result {
+	for _, r := range rs {
+		if r.Case.Section == section && r.Case.Group == group && r.Case.Name == name {
+			return r
+		}
+	}
+	return nil
+}
+
+func (rs Results) baseline(c *Case) *Result {
+	for _, r := range rs {
+		if r.Case.Section == c.Section && r.Case.Group == c.Group && r.Case.Baseline {
+			return r
+		}
+	}
+	return nil
+}
+
+// writeTable writes one section as a Markdown table; it writes nothing if
+// no case of the section was selected.
+func writeTable(w io.Writer, sec section, rs Results) {
+	var rows []*Result
+	for _, r := range rs {
+		if r.Case.Section == sec.key {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "### %s\n\n%s\n\n", sec.title, sec.intro)
+	hdr := []string{"", "case"}
+	for _, c := range sec.cols {
+		hdr = append(hdr, c.header)
+	}
+	if sec.ratio != "" {
+		hdr = append(hdr, sec.ratioHeader)
+	}
+	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(hdr, " | "), strings.Repeat("---|", len(hdr)))
+	lastGroup := ""
+	for _, r := range rows {
+		group := r.Case.Group
+		if group == lastGroup {
+			group = ""
+		}
+		lastGroup = r.Case.Group
+		cells := []string{group, r.Case.Name}
+		measured := len(r.values(sec.cols[0].key)) > 0
+		for i, c := range sec.cols {
+			switch {
+			case measured:
+				cells = append(cells, spreadOf(r.values(c.key), c.spread))
+			case i == 0 && r.Err != nil:
+				cells = append(cells, errCell(r.Err))
+			default:
+				cells = append(cells, "—")
+			}
+		}
+		if sec.ratio != "" {
+			cell := "—"
+			if r.Case.Baseline {
+				cell = "1"
+			} else if b := rs.baseline(r.Case); b != nil && measured {
+				if v := ratios(r, b, sec.ratio); len(v) > 0 {
+					cell = spreadOf(v, true)
+				}
+			}
+			cells = append(cells, cell)
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
+	}
+	fmt.Fprintln(w)
+}
+
+func errCell(err error) string {
+	s := err.Error()
+	if len(s) > 120 {
+		s = s[:120] + "…"
+	}
+	return strings.ReplaceAll(s, "|", "/")
+}
+
+// Meta describes the run for the report's header.
+type Meta struct {
+	Command        string
+	Started, Ended time.Time
+	LoadStart      string // /proc/loadavg at the start
+	LoadEnd        string
+	Machine        string // nproc and CPU model
+	Versions       []string
+	Config         Config
+	Plots          []string // image paths relative to the report
+	Notes          []string
+}
+
+// WriteReport writes the whole Markdown report: header, targets, tables,
+// plots.
+func WriteReport(w io.Writer, m Meta, rs Results) {
+	fmt.Fprintf(w, "# Benchmarks\n\n")
+	fmt.Fprintf(w, "Generated by `lockxbench` — do not edit by hand; rerun it instead.\n\n")
+	fmt.Fprintf(w, "- Date: %s (%.0f min)\n", m.Started.UTC().Format("2006-01-02 15:04 UTC"), m.Ended.Sub(m.Started).Minutes())
+	fmt.Fprintf(w, "- Machine: %s; load average at start %s, at end %s\n", m.Machine, m.LoadStart, m.LoadEnd)
+	for _, v := range m.Versions {
+		fmt.Fprintf(w, "- %s\n", v)
+	}
+	fmt.Fprintf(w, "- Command: `%s` (%d run(s), %v warm-up + %v measured per case and run; figures are the median over runs with the min–max spread in brackets; every ratio is computed inside one run and then summarised the same way)\n", m.Command, m.Config.Runs, m.Config.Warmup, m.Config.Duration)
+	for _, n := range m.Notes {
+		fmt.Fprintf(w, "- %s\n", n)
+	}
+	fmt.Fprintln(w)
+
+	fmt.Fprintf(w, "## Targets\n\n")
+	fmt.Fprintf(w, "| issue | target | status | measured |\n|---|---|---|---|\n")
+	for _, t := range evalTargets(rs) {
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", t.issue, t.text, t.status, t.detail)
+	}
+	fmt.Fprintln(w)
+
+	fmt.Fprintf(w, "## Results\n\n")
+	for _, sec := range sections {
+		writeTable(w, sec, rs)
+	}
+	if len(m.Plots) > 0 {
+		fmt.Fprintf(w, "## Scaling\n\n")
+		for _, p := range m.Plots {
+			fmt.Fprintf(w, "![%s](%s)\n\n", strings.TrimSuffix(p[strings.LastIndex(p, "/")+1:], ".png"), p)
+		}
+	}
+}

@@ -1,0 +1,218 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+)
+
+// target is one line of the targets table.
+type target struct {
+	issue, text, status, detail string
+}
+
+const (
+	statusMet = "met"
+	statusNA  = "not measured"
+)
+
+// missed formats a miss with the measured figure and the reason the data
+// shows.
+func missed(measured, reason string) string {
+	return fmt.Sprintf("missed (measured %s; %s)", measured, reason)
+}
+
+// ratioTarget checks median(a/b per run) ≥ want.
+func ratioTarget(issue, text string, a, b *Result, key string, want float64, reason func(got float64) string) target {
+	t := target{issue: issue, text: text}
+	if a == nil || b == nil {
+		t.status = statusNA
+		return t
+	}
+	v := ratios(a, b, key)
+	if len(v) == 0 {
+		t.status = statusNA
+		t.detail = skipReason(a, b)
+		return t
+	}
+	got := median(v)
+	t.detail = fmt.Sprintf("%s× (runs %s)", num(got), spreadOf(v, true))
+	if got >= want {
+		t.status = statusMet
+	} else {
+		t.status = missed(num(got)+"×", reason(got))
+	}
+	return t
+}
+
+func skipReason(rs ...*Result) string {
+	for _, r := range rs {
+		if r != nil && r.Err != nil {
+			return errCell(r.Err)
+		}
+	}
+	return ""
+}
+
+// med is the median of a result's metric, NaN if absent.
+func med(r *Result, key string) float64 {
+	if r == nil {
+		return math.NaN()
+	}
+	return median(r.values(key))
+}
+
+// evalTargets checks every target of issues 2, 3 and 13 against the runs.
+func evalTargets(rs Results) []target {
+	var out []target
+	g64 := groupGoroutines(64)
+	raw := rs.find(scalingSection, g64, nameRaw)
+	lx := rs.find(scalingSection, g64, nameLockx)
+	cmds := func(float64) string {
+		return fmt.Sprintf("lockx makes %s round trips and %s server commands per pair, raw %s and %s; lockx allocates %s per pair, raw %s",
+			num(med(lx, mRTT)), num(med(lx, mCmds)), num(med(raw, mRTT)), num(med(raw, mCmds)),
+			num(med(rs.find(allocSection, "1 goroutine", nameLockx), "allocs/op")),
+			num(med(rs.find(allocSection, "1 goroutine", nameRaw), "allocs/op")))
+	}
+	out = append(out,
+		ratioTarget("2, 13", "uncontended, 64 goroutines: lockx ≥ 0.95× raw go-redis pairs/s", lx, raw, mRate, 0.95, cmds),
+		ratioTarget("13", "uncontended, 64 goroutines: lockx ≥ 1.1× bsm/redislock", lx, rs.find(scalingSection, g64, nameBsm), mRate, 1.1, cmds),
+		ratioTarget("13", "uncontended, 64 goroutines: lockx ≥ 1.3× redsync (1 pool)", lx, rs.find(scalingSection, g64, nameRedsync), mRate, 1.3, cmds),
+	)
+
+	rt := target{issue: "2", text: "at most 2 round trips per uncontended pair"}
+	if c := med(lx, mRTT); math.IsNaN(c) {
+		rt.status, rt.detail = statusNA, skipReason(lx)
+	} else {
+		rt.detail = fmt.Sprintf("%s round trips per pair (go-redis hook, 64 goroutines; pub/sub not counted)", num(c))
+		if c <= 2.005 {
+			rt.status = statusMet
+		} else {
+			rt.status = missed(num(c), fmt.Sprintf("%s server commands per pair", num(med(lx, mCmds))))
+		}
+	}
+	out = append(out, rt)
+
+	// Hot key.
+	hotLx := rs.find(hotSection, hotGroup, nameHotLockx)
+	hotFair := rs.find(hotSection, hotGroup, nameHotFair)
+	hotRaw := rs.find(hotSection, hotGroup, nameHotRaw)
+	peers := []*Result{rs.find(hotSection, hotGroup, nameHotBsm10), rs.find(hotSection, hotGroup, nameHotBsm1),
+		rs.find(hotSection, hotGroup, nameHotRs), rs.find(hotSection, hotGroup, nameHotRs1)}
+	best := bestPerRun(peers)
+	hotReason := func(float64) string {
+		return fmt.Sprintf("lockx default %s handoffs/s with %s round trips/handoff, p50 wait %s ms; Fair() %s handoffs/s",
+			num(med(hotLx, mRate)), num(med(hotLx, mRTT)), num(med(hotLx, mP50)), num(med(hotFair, mRate)))
+	}
+	t := ratioTarget("13", "hot key, 16 clients: lockx (defaults) handoffs/s ≥ 2× the best peer at its best setting (best of each run)", hotLx, best, mRate, 2, hotReason)
+	if f := ratios(hotFair, best, mRate); len(f) > 0 {
+		t.detail += fmt.Sprintf("; Fair(): %s×", num(median(f)))
+	}
+	out = append(out, t,
+		ratioTarget("2", "hot key, 16 clients: lockx (defaults) handoffs/s ≥ 2.5× raw SET NX with 1 ms sleep", hotLx, hotRaw, mRate, 2.5, hotReason))
+
+	p99 := target{issue: "2, 13", text: "hot key, 16 clients: p99 handoff wait ≤ 10 ms in fair mode"}
+	if v := med(hotFair, mP99); math.IsNaN(v) {
+		p99.status, p99.detail = statusNA, skipReason(hotFair)
+	} else {
+		p99.detail = fmt.Sprintf("p99 %s ms (runs %s), max %s ms", num(v), spreadOf(hotFair.values(mP99), true), num(med(hotFair, mMax)))
+		if v <= 10 {
+			p99.status = statusMet
+		} else {
+			p99.status = missed(num(v)+" ms", fmt.Sprintf("%s handoffs/s, %s round trips/handoff; in a FIFO of 16 clients each grant waits for ~15 handoffs", num(med(hotFair, mRate)), num(med(hotFair, mRTT))))
+		}
+	}
+	out = append(out, p99)
+
+	// Allocations.
+	ag := "1 goroutine"
+	aRaw, aLx := rs.find(allocSection, ag, nameRaw), rs.find(allocSection, ag, nameLockx)
+	at := target{issue: "2, 13", text: "allocations per uncontended pair ≤ 1.5× raw go-redis"}
+	if a, b := med(aLx, "allocs/op"), med(aRaw, "allocs/op"); math.IsNaN(a) || math.IsNaN(b) {
+		at.status, at.detail = statusNA, skipReason(aLx, aRaw)
+	} else {
+		at.detail = fmt.Sprintf("lockx %s allocs/pair, raw %s (%s×)", num(a), num(b), num(a/b))
+		if a <= 1.5*b {
+			at.status = statusMet
+		} else {
+			at.status = missed(num(a/b)+"×", fmt.Sprintf("%s B/pair vs raw %s B/pair", num(med(aLx, "B/op")), num(med(aRaw, "B/op"))))
+		}
+	}
+	out = append(out, at)
+	bt := target{issue: "13", text: "allocations per uncontended pair below every peer's"}
+	if a := med(aLx, "allocs/op"); math.IsNaN(a) {
+		bt.status, bt.detail = statusNA, skipReason(aLx)
+	} else {
+		lowest, who := math.Inf(1), ""
+		for _, n := range []string{nameBsm, nameRedsync, nameRedsync5} {
+			if v := med(rs.find(allocSection, ag, n), "allocs/op"); v < lowest {
+				lowest, who = v, n
+			}
+		}
+		bt.detail = fmt.Sprintf("lockx %s, lowest peer %s (%s)", num(a), num(lowest), who)
+		if a < lowest {
+			bt.status = statusMet
+		} else {
+			bt.status = missed(num(a), "at or above "+who)
+		}
+	}
+	out = append(out, bt)
+
+	// Memory.
+	mt := target{issue: "2", text: "Redis memory per held lock (with its fence state) ≤ 150 B"}
+	mem := rs.find(memSection, fmt.Sprintf("%d held locks", memLocks), nameMemLockx)
+	if v := med(mem, "bytes/lock"); math.IsNaN(v) {
+		mt.status, mt.detail = statusNA, skipReason(mem)
+	} else {
+		mt.detail = fmt.Sprintf("%s B/lock, %s Redis keys/lock", num(v), num(med(mem, "keys/lock")))
+		if v <= 150 {
+			mt.status = statusMet
+		} else {
+			mt.status = missed(num(v)+" B", fmt.Sprintf("%s Redis keys per lock; a bare SET … PX key costs ~180 B on Redis 7", num(med(mem, "keys/lock"))))
+		}
+	}
+	out = append(out, mt)
+
+	// PostgreSQL (issue 3).
+	g32 := groupGoroutines(pgUncontendedNs)
+	pgLx := rs.find(pgSection, g32, namePGLockx)
+	pgRaw := rs.find(pgSection, g32, namePGRaw)
+	out = append(out, ratioTarget("3", "PostgreSQL uncontended, 32 goroutines: lockx ≥ 0.8× raw advisory-lock pairs", pgLx, pgRaw, mRate, 0.8,
+		func(float64) string {
+			return fmt.Sprintf("lockx p50 %s ms vs raw %s ms", num(med(pgLx, mP50)), num(med(pgRaw, mP50)))
+		}))
+	pgHot := rs.find(pgHotSection, hotGroup, namePGHotLockx)
+	out = append(out, ratioTarget("3", "PostgreSQL hot key, 16 clients: lockx handoffs/s ≥ 2× raw try-lock with 1 ms sleep", pgHot, rs.find(pgHotSection, hotGroup, namePGHotRaw), mRate, 2,
+		func(float64) string { return fmt.Sprintf("lockx p50 wait %s ms", num(med(pgHot, mP50))) }))
+	pt := target{issue: "3", text: "PostgreSQL hot key: p99 handoff wait ≤ 20 ms"}
+	if v := med(pgHot, mP99); math.IsNaN(v) {
+		pt.status, pt.detail = statusNA, skipReason(pgHot)
+	} else {
+		pt.detail = fmt.Sprintf("p99 %s ms", num(v))
+		if v <= 20 {
+			pt.status = statusMet
+		} else {
+			pt.status = missed(num(v)+" ms", fmt.Sprintf("%s handoffs/s", num(med(pgHot, mRate))))
+		}
+	}
+	return append(out, pt)
+}
+
+// bestPerRun builds a synthetic result whose run i holds, of the given
+// results, the sample with the highest rate in run i.
+func bestPerRun(rs []*Result) *Result {
+	best := &Result{Case: &Case{Name: "best peer"}}
+	for _, r := range rs {
+		if r == nil {
+			continue
+		}
+		for len(best.Runs) < len(r.Runs) {
+			best.Runs = append(best.Runs, nil)
+		}
+		for i, s := range r.Runs {
+			if s != nil && (best.Runs[i] == nil || s[mRate] > best.Runs[i][mRate]) {
+				best.Runs[i] = s
+			}
+		}
+	}
+	return best
+}
