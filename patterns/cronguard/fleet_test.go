@@ -1,0 +1,253 @@
+package cronguard_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/patterns/cronguard"
+)
+
+// fleet is a test of instances that each run their own scheduler loop on a
+// skewed clock and share a lock store.
+type fleet struct {
+	period   time.Duration
+	triggers int
+	skews    []float64 // fraction of the period each instance's clock is ahead
+	// how an instance tells the guard which trigger it fires for
+	mode    string // "scheduled" (RunAt), "now" (RunNow, own clock), "backend" (UsingBackendTime)
+	jobTime time.Duration
+	opts    []cronguard.Option
+
+	mu        sync.Mutex
+	runs      map[int64]int // by trigger, Unix ns
+	skips     map[int64][]cronguard.SkipReason
+	active    int
+	maxActive int
+	store     *cronguard.MemStore
+}
+
+func newFleet(period time.Duration, triggers int, mode string) *fleet {
+	return &fleet{
+		period: period, triggers: triggers, mode: mode,
+		skews: []float64{-0.4, -0.2, 0, 0.2, 0.4},
+		runs:  make(map[int64]int), skips: make(map[int64][]cronguard.SkipReason),
+		store: cronguard.NewMemStore(1000),
+	}
+}
+
+func (f *fleet) job(ctx context.Context) error {
+	trig, ok := cronguard.TriggerFromContext(ctx)
+	if !ok {
+		return errors.New("no trigger in context")
+	}
+	f.mu.Lock()
+	f.runs[trig.UnixNano()]++
+	f.active++
+	f.maxActive = max(f.maxActive, f.active)
+	f.mu.Unlock()
+	t := time.NewTimer(f.jobTime)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	f.mu.Lock()
+	f.active--
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *fleet) onSkip(e *cronguard.SkipError) {
+	f.mu.Lock()
+	f.skips[e.Trigger.UnixNano()] = append(f.skips[e.Trigger.UnixNano()], e.Reason)
+	f.mu.Unlock()
+}
+
+// run starts one scheduler loop per client and returns the first trigger
+// once every loop has fired for every trigger and every run has ended.
+func (f *fleet) run(t *testing.T, name string, clients []*lockx.Client) time.Time {
+	t.Helper()
+	// Start on the grid, one period ahead, so every instance sees every trigger.
+	first := time.Now().Truncate(f.period).Add(2 * f.period)
+	var wg sync.WaitGroup
+	for i, locks := range clients {
+		skew := time.Duration(f.skews[i%len(f.skews)] * float64(f.period))
+		clock := func() time.Time { return time.Now().Add(skew) }
+		opts := append([]cronguard.Option{cronguard.Every(f.period), cronguard.WithClock(clock),
+			cronguard.WithInstance(fmt.Sprintf("i%d(%+v)", i, skew)), cronguard.WithStore(f.store),
+			cronguard.OnSkip(f.onSkip)}, f.opts...)
+		if f.mode == "backend" {
+			opts = append(opts, cronguard.UsingBackendTime())
+		}
+		job, err := cronguard.Guard(locks, name, f.job, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var runs sync.WaitGroup
+			defer runs.Wait()
+			for k := range f.triggers {
+				scheduled := first.Add(time.Duration(k) * f.period) // by this instance's clock
+				time.Sleep(time.Until(scheduled.Add(-skew)))
+				runs.Add(1)
+				go func() {
+					defer runs.Done()
+					var err error
+					if f.mode == "scheduled" {
+						err = job.RunAt(context.Background(), scheduled)
+					} else {
+						err = job.RunNow(context.Background())
+					}
+					if err != nil && !errors.Is(err, cronguard.ErrSkipped) {
+						t.Errorf("instance %d, trigger %d: %v", i, k, err)
+					}
+				}()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// checkOnce asserts that every trigger ran exactly once and nothing else ran.
+func (f *fleet) checkOnce(t *testing.T, first time.Time) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k := range f.triggers {
+		trig := first.Add(time.Duration(k) * f.period).UnixNano()
+		if n := f.runs[trig]; n != 1 {
+			t.Errorf("trigger %d (%v): ran %d times, skips %v", k, time.Unix(0, trig).Format("15:04:05.000"), n, f.skips[trig])
+		}
+	}
+	f.checkNoStray(t, first)
+}
+
+// checkNoStray fails on runs of triggers outside the test's range (a
+// mis-derived trigger) and on any Unavailable skip. f.mu is held.
+func (f *fleet) checkNoStray(t *testing.T, first time.Time) {
+	t.Helper()
+	lo, hi := first.UnixNano(), first.Add(time.Duration(f.triggers-1)*f.period).UnixNano()
+	var stray []string
+	for trig, n := range f.runs {
+		if trig < lo || trig > hi {
+			stray = append(stray, fmt.Sprintf("%v×%d", time.Unix(0, trig).Format("15:04:05.000"), n))
+		}
+	}
+	sort.Strings(stray)
+	if len(stray) > 0 {
+		t.Errorf("runs of triggers outside the test: %v", stray)
+	}
+	for trig, rs := range f.skips {
+		for _, r := range rs {
+			if r == cronguard.Unavailable {
+				t.Errorf("trigger %v skipped as unavailable", time.Unix(0, trig))
+			}
+		}
+	}
+}
+
+// checkStore asserts that the shared outcome store has one successful
+// record per run.
+func (f *fleet) checkStore(t *testing.T, job string) {
+	t.Helper()
+	runs, err := f.store.LastRuns(context.Background(), job, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	total := 0
+	for _, n := range f.runs {
+		total += n
+	}
+	if len(runs) != total {
+		t.Errorf("store has %d records, want %d", len(runs), total)
+	}
+	for _, r := range runs {
+		if !r.Succeeded() || r.Instance == "" || r.Token == 0 {
+			t.Errorf("record %+v: want a successful run with instance and token", r)
+		}
+	}
+}
+
+var jobSeq atomic.Int64
+
+func jobName(t *testing.T) string {
+	return fmt.Sprintf("%s-%d-%d", t.Name(), time.Now().UnixNano(), jobSeq.Add(1))
+}
+
+// fleetSuite runs the fleet scenarios over clients made by newClient (one
+// per instance, all reaching the same store).
+func fleetSuite(t *testing.T, newClient func(t *testing.T) *lockx.Client, triggers int, modes ...string) {
+	const period = 250 * time.Millisecond
+	clients := func(t *testing.T) []*lockx.Client {
+		cs := make([]*lockx.Client, 5)
+		for i := range cs {
+			cs[i] = newClient(t)
+		}
+		return cs
+	}
+	for _, mode := range modes {
+		t.Run("FastJob/"+mode, func(t *testing.T) {
+			t.Parallel()
+			f := newFleet(period, triggers, mode)
+			f.jobTime = time.Millisecond
+			name := jobName(t)
+			first := f.run(t, name, clients(t))
+			f.checkOnce(t, first)
+			f.checkStore(t, name)
+		})
+	}
+	t.Run("SlowJob/SkipOverlap", func(t *testing.T) {
+		t.Parallel()
+		f := newFleet(period, triggers/2, "scheduled")
+		f.jobTime = period * 3 / 2
+		f.opts = []cronguard.Option{cronguard.AtMostFor(4 * period)}
+		first := f.run(t, jobName(t), clients(t))
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.maxActive != 1 {
+			t.Errorf("%d runs at once, want 1", f.maxActive)
+		}
+		ran := 0
+		for k := range f.triggers {
+			trig := first.Add(time.Duration(k) * period).UnixNano()
+			overlap := 0
+			for _, r := range f.skips[trig] {
+				if r == cronguard.Overlap {
+					overlap++
+				}
+			}
+			ran += f.runs[trig]
+			// Each trigger is either run once or skipped as an overlap once.
+			if f.runs[trig]+overlap != 1 {
+				t.Errorf("trigger %d: ran %d, skipped as overlap %d times", k, f.runs[trig], overlap)
+			}
+		}
+		if ran < f.triggers/3 {
+			t.Errorf("only %d of %d triggers ran", ran, f.triggers)
+		}
+		f.checkNoStray(t, first)
+	})
+	t.Run("SlowJob/AllowOverlap", func(t *testing.T) {
+		t.Parallel()
+		f := newFleet(period, triggers/2, "scheduled")
+		f.jobTime = period * 3 / 2
+		f.opts = []cronguard.Option{cronguard.AtMostFor(4 * period), cronguard.AllowOverlap()}
+		first := f.run(t, jobName(t), clients(t))
+		f.checkOnce(t, first)
+		if f.maxActive < 2 {
+			t.Errorf("max %d runs at once, want overlapping runs", f.maxActive)
+		}
+	})
+}

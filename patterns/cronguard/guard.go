@@ -1,0 +1,73 @@
+package cronguard
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/lockx-go/lockx/lockx"
+)
+
+// Job is a job guarded to run once per trigger across every instance that
+// schedules it. Hand Run to any scheduler that calls a func() (time.Ticker
+// loops, robfig/cron — *Job is a cron.Job —, Kubernetes-style sidecars), or
+// RunAt to one that knows the time it meant.
+type Job struct {
+	*Claimer
+	fn func(context.Context) error
+}
+
+// Guard wraps fn so that, whichever instances fire for a trigger, exactly one
+// runs it: the one that first claims the lock "cron:<job>:<trigger time>".
+// The others skip, and each skip is reported (OnSkip, RunAt's error). The
+// trigger is the schedule's instant nearest to the firing time, so
+// instances whose clocks or timers differ by less than half a period agree
+// on it.
+//
+// Bad input — an empty job, a nil fn, no schedule, a schedule finer than the
+// backend's clock resolution, AtLeastFor > AtMostFor — is an
+// *lockx.ArgError.
+func Guard(locks *lockx.Client, job string, fn func(context.Context) error, opts ...Option) (*Job, error) {
+	if fn == nil {
+		return nil, &lockx.ArgError{Arg: "fn", Reason: "nil"}
+	}
+	c, err := NewClaimer(locks, job, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Job{Claimer: c, fn: fn}, nil
+}
+
+// Run runs the trigger nearest to now if this instance wins it. Its
+// signature fits any scheduler; outcomes go to the store and skips to the
+// OnSkip hook.
+func (j *Job) Run() { _ = j.RunNow(context.Background()) }
+
+// RunNow is Run with a context and a result: nil or the job's error if this
+// instance ran the trigger, a *SkipError (ErrSkipped) if it did not.
+func (j *Job) RunNow(ctx context.Context) error {
+	cl, err := j.ClaimNow(ctx)
+	if err != nil {
+		return err
+	}
+	return j.run(cl)
+}
+
+// RunAt runs the trigger nearest to scheduled, the instant the scheduler
+// meant, if this instance wins it. It returns nil or the job's error if this
+// instance ran it, and a *SkipError (ErrSkipped) if it did not.
+func (j *Job) RunAt(ctx context.Context, scheduled time.Time) error {
+	cl, err := j.Claim(ctx, scheduled)
+	if err != nil {
+		return err
+	}
+	return j.run(cl)
+}
+
+func (j *Job) run(cl *Claim) error {
+	ferr := j.fn(cl.Context())
+	if ferr == nil && cl.ceilingHit.Load() {
+		ferr = ErrAtMostFor
+	}
+	return errors.Join(ferr, cl.Finish(ferr))
+}
