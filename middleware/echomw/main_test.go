@@ -3,12 +3,11 @@ package echomw_test
 import (
 	"testing"
 
-	"go.uber.org/goleak"
-
+	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/middleware/internal/fencetest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // stores lists the fence stores the Kleppmann scenario runs against.
-func stores(t *testing.T) []fencetest.Store { return fencetest.Stores() }
+func stores(t *testing.T) []fencetest.Store { return fencetest.Stores(fencetest.Redis) }
