@@ -1,0 +1,238 @@
+package redislock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/lockx-go/lockx/internal/testenv"
+	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/redislock"
+)
+
+// With a 5 s backoff, a waiter that gets the lock within a few ms of the
+// release can only have been woken by the release's notification.
+func TestWakeUpLatency(t *testing.T) {
+	rdb := single(t)
+	prefix := testPrefix()
+	for _, fair := range []bool{false, true} {
+		holder := lockx.New(redislock.New(rdb, redislock.WithPrefix(prefix)))
+		waiter := lockx.New(redislock.New(rdb, redislock.WithPrefix(prefix)), lockx.WithBackoff(5*time.Second, 5*time.Second))
+		ctx := ctxT(t, 10*time.Second)
+		var opts []lockx.Option
+		if fair {
+			opts = append(opts, lockx.Fair(), lockx.WithQueueTTL(30*time.Second))
+		}
+		l, err := holder.Acquire(ctx, "k", opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan time.Time, 1)
+		go func() {
+			wl, err := waiter.Acquire(ctx, "k", opts...)
+			if err != nil {
+				t.Error(err)
+				close(got)
+				return
+			}
+			got <- time.Now()
+			_ = wl.Release(ctx)
+		}()
+		time.Sleep(200 * time.Millisecond) // the waiter has tried and sleeps
+		released := time.Now()
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		at, ok := <-got
+		if !ok {
+			t.FailNow()
+		}
+		if d := at.Sub(released); d > time.Second {
+			t.Fatalf("fair=%v: waiter got the lock %v after the release: not woken", fair, d)
+		} else {
+			t.Logf("fair=%v: waiter got the lock %v after the release", fair, d)
+		}
+		_ = waiter.Close()
+		_ = holder.Close()
+	}
+}
+
+// A fair release wakes the head's backend only.
+func TestFairWakesOnlyHead(t *testing.T) {
+	rdb := single(t)
+	prefix := testPrefix()
+	b1 := backend(t, rdb, redislock.WithPrefix(prefix))
+	b2 := backend(t, rdb, redislock.WithPrefix(prefix))
+	ctx := ctxT(t, 10*time.Second)
+	holder, first, second := lockx.NewOwner(), lockx.NewOwner(), lockx.NewOwner()
+	mustGrant(t, b1, req("k", holder, 5*time.Second))
+	w1, c1, err := b1.Watch(ctx, "k", first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1()
+	w2, c2, err := b2.Watch(ctx, "k", second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2()
+	drain(w1)
+	drain(w2)
+	for _, r := range []lockx.Request{{Key: "k", Owner: first}, {Key: "k", Owner: second}} {
+		r.Lease, r.Fair, r.Wait = time.Second, true, true
+		be := b1
+		if r.Owner == second {
+			be = b2
+		}
+		mustRefuse(t, be, r)
+	}
+	if err := b1.Release(ctx, "k", holder); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w1:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the queue head was not woken")
+	}
+	select {
+	case <-w2:
+		t.Fatal("a waiter behind the head was woken")
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+func drain(ch <-chan struct{}) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
+}
+
+// Uncontended locking publishes nothing; a contended release one message.
+func TestPublishOnlyWhenContended(t *testing.T) {
+	rdb := single(t)
+	prefix := testPrefix()
+	b := backend(t, rdb, redislock.WithPrefix(prefix))
+	ctx := ctxT(t, 10*time.Second)
+	ps := rdb.PSubscribe(ctx, prefix+"w:*")
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil { // the subscription's confirmation
+		t.Fatal(err)
+	}
+	for range 20 {
+		o := lockx.NewOwner()
+		mustGrant(t, b, req("k", o, time.Second))
+		if err := b.Release(ctx, "k", o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	holder, waiter := lockx.NewOwner(), lockx.NewOwner()
+	mustGrant(t, b, req("k", holder, time.Second))
+	r := req("k", waiter, time.Second)
+	r.Wait = true
+	mustRefuse(t, b, r)
+	mustRefuse(t, b, r) // marks once per backend, not per attempt
+	if err := b.Release(ctx, "k", holder); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Release(ctx, "k", holder); !errors.Is(err, lockx.ErrNotHeld) {
+		t.Fatal(err)
+	}
+	mustGrant(t, b, r)
+	if err := b.Release(ctx, "k", waiter); err != nil { // the mark was consumed
+		t.Fatal(err)
+	}
+	var msgs []string
+	for {
+		m, err := ps.ReceiveTimeout(ctx, 300*time.Millisecond)
+		if err != nil {
+			break
+		}
+		if msg, ok := m.(*redis.Message); ok {
+			msgs = append(msgs, msg.Payload)
+		}
+	}
+	if len(msgs) != 1 || msgs[0] != "0:"+prefix+"{k}" {
+		t.Fatalf("published %q, want one wake-up for the key", msgs)
+	}
+}
+
+// After the subscription connection is lost, every watcher is woken once it
+// is back, since a release may have been published meanwhile.
+func TestWakeAfterReconnect(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, DialerRetries: 1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	b := backend(t, rdb)
+	ctx := ctxT(t, 20*time.Second)
+	wake, cancel, err := b.Watch(ctx, "k", lockx.NewOwner())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	time.Sleep(50 * time.Millisecond)
+	drain(wake)
+	srv.Restart(t)
+	select {
+	case <-wake:
+	case <-time.After(10 * time.Second):
+		t.Fatal("watcher not woken after the subscription reconnected")
+	}
+}
+
+func TestCloseLeavesNoGoroutine(t *testing.T) {
+	rdb := single(t)
+	ctx := ctxT(t, 10*time.Second)
+	_ = rdb.Ping(ctx).Err()
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	b := redislock.New(rdb, redislock.WithPrefix(testPrefix()))
+	_, cancel, err := b.Watch(ctx, "k", lockx.NewOwner())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal("second Close:", err)
+	}
+	if _, _, err := b.Watch(ctx, "k", lockx.NewOwner()); err == nil {
+		t.Fatal("Watch after Close succeeded")
+	}
+	// Closing a backend whose server is gone does not hang either.
+	gone := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialerRetries: 1})
+	defer gone.Close()
+	b2 := redislock.New(gone, redislock.WithPrefix(testPrefix()))
+	wctx, wcancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer wcancel()
+	if _, c, err := b2.Watch(wctx, "k", lockx.NewOwner()); err == nil {
+		c()
+	}
+	start := time.Now()
+	_ = b2.Close()
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("Close took %v", d)
+	}
+}
+
+// Watch on an unreachable server returns (bounded), so Acquire reaches the
+// backend and reports it unavailable instead of hanging in Watch.
+func TestWatchBounded(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialerRetries: 1, MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	locks := lockx.New(redislock.New(rdb))
+	defer locks.Close()
+	ctx := ctxT(t, 10*time.Second)
+	_, err := locks.Acquire(ctx, "k", lockx.WithWait(1500*time.Millisecond))
+	if !errors.Is(err, lockx.ErrNotAcquired) || !errors.Is(err, lockx.ErrUnavailable) {
+		t.Fatalf("Acquire on an unreachable server = %v", err)
+	}
+}

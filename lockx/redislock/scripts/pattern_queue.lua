@@ -1,0 +1,69 @@
+-- Shared by the read/write lock and semaphore scripts (prepended after
+-- queue.lua, whose now_us, queue_head and wake_msg they use).
+--
+-- Their queues have the shape of a lock's fair queue: Q, a ZSET of owners
+-- scored by arrival (server µs, strictly increasing), and D, a HASH of
+-- owner -> "<deadline ms>:<details>", where details end with the waiting
+-- backend's id.
+
+-- q_put enqueues owner, or refreshes its deadline and details in place.
+local function q_put(q, d, owner, details, us, now, qttl)
+  local v = redis.call('HGET', d, owner)
+  if not (v and tonumber(string.match(v, '^%d+')) > now and redis.call('ZSCORE', q, owner)) then
+    local score = us
+    local tail = redis.call('ZRANGE', q, -1, -1, 'WITHSCORES')
+    if tail[2] and tonumber(tail[2]) >= score then score = tonumber(tail[2]) + 1 end
+    redis.call('ZADD', q, string.format('%d', score), owner)
+  end
+  redis.call('HSET', d, owner, string.format('%d:', now + qttl) .. details)
+  if redis.call('PTTL', q) < qttl then
+    redis.call('PEXPIRE', q, qttl)
+    redis.call('PEXPIRE', d, qttl)
+  end
+end
+
+-- q_del removes owner from the queue and reports whether it was there.
+local function q_del(q, d, owner)
+  redis.call('ZREM', q, owner)
+  return redis.call('HDEL', d, owner) == 1
+end
+
+-- q_live returns the live entries in arrival order as {owner, value} pairs,
+-- dropping the expired ones (crashed waiters).
+local function q_live(q, d, now)
+  local out = {}
+  for _, m in ipairs(redis.call('ZRANGE', q, 0, -1)) do
+    local v = redis.call('HGET', d, m)
+    if v and tonumber(string.match(v, '^%d+')) > now then
+      out[#out + 1] = {m, v}
+    else
+      redis.call('ZREM', q, m)
+      redis.call('HDEL', d, m)
+    end
+  end
+  return out
+end
+
+-- wake_marks wakes every watcher of lk on each backend that left a
+-- "m:<backend id>" mark in h (waiters that do not queue), and clears them.
+local function wake_marks(h, chan, lk)
+  local f = redis.call('HKEYS', h)
+  local marks = {}
+  for i = 1, #f do
+    if string.sub(f[i], 1, 2) == 'm:' then marks[#marks + 1] = f[i] end
+  end
+  if #marks == 0 then return end
+  local msg = wake_msg('', lk)
+  for i = 1, #marks do
+    redis.call('PUBLISH', chan .. string.sub(marks[i], 3), msg)
+  end
+  redis.call('HDEL', h, unpack(marks))
+end
+
+-- next_token returns a fencing token above prev: the server clock in µs, or
+-- prev + 1 if the clock has not moved past it.
+local function next_token(prev, us)
+  local tok = us
+  if prev and prev >= tok then tok = prev + 1 end
+  return tok
+end

@@ -1,0 +1,29 @@
+package redislock_test
+
+import (
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockx-go/lockx/internal/testenv"
+	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/lockxtest"
+	"github.com/lockx-go/lockx/lockx/redislock"
+)
+
+func semConformance(t *testing.T, rdb redis.UniversalClient) {
+	t.Cleanup(func() { _ = rdb.Close() })
+	prefix := testPrefix()
+	lockxtest.RunSemaphore(t, func(t *testing.T) lockx.Backend {
+		return redislock.New(rdb, redislock.WithPrefix(prefix))
+	})
+}
+
+func TestSemaphoreConformanceSingle(t *testing.T) {
+	semConformance(t, redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)}))
+}
+
+func TestSemaphoreConformanceCluster(t *testing.T) {
+	c := testenv.SharedCluster(t)
+	semConformance(t, redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs}))
+}
