@@ -16,7 +16,10 @@ import (
 // patterns/rwlock) as subtests of t. newBackend follows Run's contract; the
 // backends it returns must implement lockx.RWBackend.
 func RunRW(t *testing.T, newBackend func(t *testing.T) lockx.Backend) {
-	if _, ok := newBackend(t).(lockx.RWBackend); !ok {
+	b := newBackend(t)
+	_, ok := b.(lockx.RWBackend)
+	_ = b.Close()
+	if !ok {
 		t.Fatal("backend does not implement lockx.RWBackend")
 	}
 	s := &suite{newBackend: newBackend}
@@ -423,7 +426,10 @@ func (s *suite) testRWTokens(t *testing.T) {
 }
 
 func (s *suite) testRWWakeUp(t *testing.T) {
-	if _, ok := s.newBackend(t).(lockx.Notifier); !ok {
+	b := s.newBackend(t)
+	_, ok := b.(lockx.Notifier)
+	_ = b.Close()
+	if !ok {
 		t.Skip("backend does not implement lockx.Notifier")
 	}
 	opts := []lockx.Option{lockx.WithBackoff(20*time.Second, 20*time.Second), lockx.WithQueueTTL(60 * time.Second)}

@@ -16,7 +16,10 @@ import (
 // through patterns/semaphore) as subtests of t. newBackend follows Run's
 // contract; the backends it returns must implement lockx.SemaphoreBackend.
 func RunSemaphore(t *testing.T, newBackend func(t *testing.T) lockx.Backend) {
-	if _, ok := newBackend(t).(lockx.SemaphoreBackend); !ok {
+	b := newBackend(t)
+	_, ok := b.(lockx.SemaphoreBackend)
+	_ = b.Close()
+	if !ok {
 		t.Fatal("backend does not implement lockx.SemaphoreBackend")
 	}
 	s := &suite{newBackend: newBackend}
@@ -358,7 +361,10 @@ func (s *suite) testSemUsage(t *testing.T) {
 }
 
 func (s *suite) testSemWakeUp(t *testing.T) {
-	if _, ok := s.newBackend(t).(lockx.Notifier); !ok {
+	b := s.newBackend(t)
+	_, ok := b.(lockx.Notifier)
+	_ = b.Close()
+	if !ok {
 		t.Skip("backend does not implement lockx.Notifier")
 	}
 	k := key(t)
