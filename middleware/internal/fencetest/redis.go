@@ -19,7 +19,7 @@ var Redis = Store{Name: "redis", New: func(t *testing.T) lockx.FenceStore { retu
 // RedisBackend returns a redislock.Backend on the machine's Redis under a
 // fresh prefix, closed and cleaned up at the end of t.
 func RedisBackend(t testing.TB) *redislock.Backend {
-	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t), PoolSize: 64}) // one per benchmark connection
 	prefix := "lockxtest:" + RandomID() + ":"
 	b := redislock.New(rdb, redislock.WithPrefix(prefix))
 	t.Cleanup(func() {
