@@ -27,8 +27,6 @@ type Env struct {
 	mu      sync.Mutex
 	servers []*RedisServer
 	admin   []*redis.Client
-	pg      *pgxpool.Pool
-	pgErr   error
 }
 
 // NewEnv returns an Env; servers start when a case first needs them.

@@ -37,7 +37,7 @@ const (
 // contendedLib is one row of a contended table.
 type contendedLib struct {
 	name  string
-	open  func(ctx context.Context, e *Env, poolSize int) (Locker, error)
+	open  opener
 	quick bool
 }
 

@@ -29,14 +29,9 @@ type Locker interface {
 	Close() error
 }
 
-// lib names a Locker configuration and builds one per process.
-type lib struct {
-	name string
-	// open builds a Locker with its own go-redis client(s) of the given pool
-	// size (0: go-redis's default). It returns errSkip-wrapped errors when
-	// the library is not available in this build.
-	open func(ctx context.Context, e *Env, poolSize int) (Locker, error)
-}
+// opener builds a Locker, as one process would, with its own go-redis
+// client(s) of the given pool size (0: go-redis's default).
+type opener func(ctx context.Context, e *Env, poolSize int) (Locker, error)
 
 // errSkip marks a case that cannot run here (a backend not yet in the tree,
 // PostgreSQL not reachable); the report lists it with the reason.
@@ -66,7 +61,7 @@ type rawLocker struct {
 	retry time.Duration
 }
 
-func rawLib(retry time.Duration) func(ctx context.Context, e *Env, poolSize int) (Locker, error) {
+func rawLib(retry time.Duration) opener {
 	return func(ctx context.Context, e *Env, poolSize int) (Locker, error) {
 		rdb, err := e.Client(ctx, poolSize)
 		if err != nil {
@@ -136,7 +131,7 @@ type bsmLocker struct {
 	opt *bsm.Options // nil: the library's default, no retry
 }
 
-func bsmLib(retry bsm.RetryStrategy) func(ctx context.Context, e *Env, poolSize int) (Locker, error) {
+func bsmLib(retry bsm.RetryStrategy) opener {
 	return func(ctx context.Context, e *Env, poolSize int) (Locker, error) {
 		rdb, err := e.Client(ctx, poolSize)
 		if err != nil {
@@ -177,7 +172,7 @@ type redsyncLocker struct {
 	opts []redsync.Option
 }
 
-func redsyncLib(servers int, opts ...redsync.Option) func(ctx context.Context, e *Env, poolSize int) (Locker, error) {
+func redsyncLib(servers int, opts ...redsync.Option) opener {
 	return func(ctx context.Context, e *Env, poolSize int) (Locker, error) {
 		addrs, err := e.Servers(ctx, servers)
 		if err != nil {
@@ -242,7 +237,7 @@ type lockxLocker struct {
 
 // lockxRedisLib builds a lockx Client over the Redis backend; opts are
 // per-call options.
-func lockxRedisLib(try bool, opts ...lockx.Option) func(ctx context.Context, e *Env, poolSize int) (Locker, error) {
+func lockxRedisLib(try bool, opts ...lockx.Option) opener {
 	return func(ctx context.Context, e *Env, poolSize int) (Locker, error) {
 		rdb, err := e.Client(ctx, poolSize)
 		if err != nil {
@@ -258,7 +253,7 @@ func lockxRedisLib(try bool, opts ...lockx.Option) func(ctx context.Context, e *
 }
 
 // lockxMemLib builds a lockx Client over the in-process backend.
-func lockxMemLib(opts ...lockx.Option) func(ctx context.Context, e *Env, poolSize int) (Locker, error) {
+func lockxMemLib(opts ...lockx.Option) opener {
 	return func(ctx context.Context, e *Env, poolSize int) (Locker, error) {
 		return &lockxLocker{c: lockx.New(memlock.New()), opts: opts}, nil
 	}

@@ -115,13 +115,6 @@ func (r *recorder) ok(d time.Duration) {
 	}
 }
 
-// count records an operation without a latency.
-func (r *recorder) count() {
-	if r.open.Load() {
-		r.ops++
-	}
-}
-
 // fail records a failed call.
 func (r *recorder) fail() {
 	if r.open.Load() {

@@ -161,8 +161,9 @@ func pgCases() []*Case {
 				}},
 			&Case{Section: pgSection, Group: group, Name: namePGLockx, Quick: n > 1,
 				Run: func(ctx context.Context, e *Env, p Params) (Sample, error) {
-					// The same pool size as the raw row: n connections.
-					lk, err := openPGLockx(ctx, e, n, lockx.WithLease(benchLease))
+					// The raw row's pool size, but at least what pglock needs
+					// for its holder sessions and listener.
+					lk, err := openPGLockx(ctx, e, max(n, pgClientConns), lockx.WithLease(benchLease))
 					if err != nil {
 						return nil, err
 					}

@@ -28,12 +28,23 @@ var palette = []color.Color{
 	color.RGBA{0x2c, 0xa0, 0x2c, 0xff},
 }
 
+// legend shortens row names for the plots' legends.
+var legend = map[string]string{
+	nameRaw:     "raw go-redis",
+	nameBsm:     "bsm/redislock",
+	nameRedsync: "redsync (1 pool)",
+	nameLockx:   "lockx (redislock)",
+}
+
 // collect gathers, for each name, the median of key in the section's groups,
 // with x taken from the group by xOf.
 func collect(rs Results, section string, names []string, key string, xOf func(*Result) float64) []series {
 	var out []series
 	for _, n := range names {
 		s := series{name: n}
+		if l, ok := legend[n]; ok {
+			s.name = l
+		}
 		for _, r := range rs {
 			if r.Case.Section != section || r.Case.Name != n {
 				continue
@@ -59,9 +70,11 @@ func linePlot(title, xlabel, ylabel string, ss []series, logY bool) (*plot.Plot,
 	if logY {
 		p.Y.Scale = plot.LogScale{}
 		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Legend.Top = true
+		p.Legend.Left = true
+	} else {
+		p.Y.Min = 0
 	}
-	p.Legend.Top = true
-	p.Legend.Left = true
 	p.Legend.TextStyle.Font.Size = vg.Points(7)
 	for i, s := range ss {
 		l, pts, err := plotter.NewLinePoints(s.xy)

@@ -98,7 +98,7 @@ var sections = []section{
 	{
 		key:   pgSection,
 		title: "PostgreSQL: uncontended acquire + release",
-		intro: "Raw: each goroutine on its own pinned connection of one pool of n connections, session advisory locks. lockx pglock gets a pool of the same size.",
+		intro: "Raw: each goroutine on its own pinned connection of one pool of n connections, session advisory locks. lockx pglock gets a pool of the same size (at least 6: it keeps up to 4 holder sessions and a listener).",
 		cols:  []col{colRate("pairs/s"), colP50, colP99, colFail},
 		ratio: mRate, ratioHeader: "× raw (per run)",
 	},
@@ -125,6 +125,9 @@ func (r *Result) values(key string) []float64 {
 
 // ratios returns a.key / b.key for every run in which both were measured.
 func ratios(a, b *Result, key string) []float64 {
+	if a == nil || b == nil {
+		return nil
+	}
 	var v []float64
 	for i := range a.Runs {
 		if i >= len(b.Runs) || a.Runs[i] == nil || b.Runs[i] == nil {

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // target is one line of the targets table.
@@ -35,7 +36,8 @@ func ratioTarget(issue, text string, a, b *Result, key string, want float64, rea
 		return t
 	}
 	got := median(v)
-	t.detail = fmt.Sprintf("%s× (runs %s)", num(got), spreadOf(v, true))
+	t.detail = fmt.Sprintf("%s× (runs %s–%s); %s %s vs %s %s", num(got), num(slices.Min(v)), num(slices.Max(v)),
+		num(med(a, key)), a.Case.Name, num(med(b, key)), b.Case.Name)
 	if got >= want {
 		t.status = statusMet
 	} else {
@@ -114,7 +116,7 @@ func evalTargets(rs Results) []target {
 	if v := med(hotFair, mP99); math.IsNaN(v) {
 		p99.status, p99.detail = statusNA, skipReason(hotFair)
 	} else {
-		p99.detail = fmt.Sprintf("p99 %s ms (runs %s), max %s ms", num(v), spreadOf(hotFair.values(mP99), true), num(med(hotFair, mMax)))
+		p99.detail = fmt.Sprintf("p99 %s ms (runs %s–%s), max %s ms", num(v), num(slices.Min(hotFair.values(mP99))), num(slices.Max(hotFair.values(mP99))), num(med(hotFair, mMax)))
 		if v <= 10 {
 			p99.status = statusMet
 		} else {

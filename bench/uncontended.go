@@ -26,7 +26,7 @@ const (
 // pairLib is one row of the uncontended table.
 type pairLib struct {
 	name   string
-	open   func(ctx context.Context, e *Env, poolSize int) (Locker, error)
+	open   opener
 	remote bool // talks to the main Redis server (commands are counted)
 	every  bool // measured at every goroutine count, not only 1, 16, 64
 	quick  bool
@@ -54,7 +54,12 @@ var (
 	issueCounts    = map[int]bool{1: true, 16: true, 64: true}
 )
 
-func groupGoroutines(n int) string { return fmt.Sprintf("%d goroutines", n) }
+func groupGoroutines(n int) string {
+	if n == 1 {
+		return "1 goroutine"
+	}
+	return fmt.Sprintf("%d goroutines", n)
+}
 
 func uncontendedCases() []*Case {
 	var cs []*Case

@@ -18,6 +18,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -111,6 +113,9 @@ func run() int {
 	meta.Notes = []string{
 		"Client and servers share this machine's CPUs; other work on the machine moves the figures, so compare rows of one report, not figures across reports.",
 	}
+	if l := max(load1(meta.LoadStart), load1(meta.LoadEnd)); l > 0.5*float64(runtime.NumCPU()) {
+		meta.Notes = append(meta.Notes, fmt.Sprintf("The machine was busy with other work during this run (1-minute load average up to %.1f on %d CPUs): the figures are provisional; ratios within one run are the more robust reading.", l, runtime.NumCPU()))
+	}
 	if *quick {
 		meta.Notes = append(meta.Notes, "-quick: a subset of the cases, one short run: a smoke test, not a measurement.")
 	}
@@ -135,6 +140,12 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "lockxbench: wrote", *out)
 	}
 	return 0
+}
+
+// load1 parses the 1-minute figure of bench.LoadAvg's "a / b / c".
+func load1(s string) float64 {
+	f, _ := strconv.ParseFloat(strings.Fields(s + " x")[0], 64)
+	return f
 }
 
 // command is the command line that reproduces this run.

@@ -1,0 +1,85 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+)
+
+// benchEnv is started by TestMain only when benchmarks run, so `go test`
+// and `go vet` need no Redis.
+var benchEnv *Env
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		benchEnv = NewEnv("postgres://postgres@127.0.0.1:5432/test")
+		defer benchEnv.Close()
+		return m.Run()
+	}())
+}
+
+// BenchmarkPair is the allocation table as a go test benchmark:
+//
+//	cd bench && go test -run '^$' -bench Pair -benchmem
+func BenchmarkPair(b *testing.B) {
+	ctx := context.Background()
+	for _, l := range pairLibs() {
+		if l.name == nameLockxTry {
+			continue
+		}
+		b.Run(l.name, func(b *testing.B) {
+			lk, err := l.open(ctx, benchEnv, PoolSize)
+			if err != nil {
+				b.Skip(err)
+			}
+			defer lk.Close()
+			if err := lk.Pair(ctx, "a:0"); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := lk.Pair(ctx, "a:0"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func TestHistQuantiles(t *testing.T) {
+	var h hist
+	for i := 1; i <= 1000; i++ {
+		h.add(time.Duration(i) * time.Microsecond)
+	}
+	for _, c := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 500 * time.Microsecond}, {0.99, 990 * time.Microsecond}, {1, 1000 * time.Microsecond}} {
+		got := h.quantile(c.q)
+		if d := float64(got-c.want) / float64(c.want); d < -0.07 || d > 0.07 {
+			t.Errorf("quantile(%v) = %v, want %v ± 7%%", c.q, got, c.want)
+		}
+	}
+	if h.max != time.Millisecond {
+		t.Errorf("max = %v", h.max)
+	}
+	for v := range uint64(1 << 20) {
+		if i := bucketOf(v); bucketValue(i) > time.Duration(v)*17/16+1 || bucketValue(i)*17/16+1 < time.Duration(v) {
+			t.Fatalf("bucket of %d is %d with value %v", v, i, bucketValue(i))
+		}
+	}
+}
+
+func TestRatiosPerRun(t *testing.T) {
+	a := &Result{Case: &Case{}, Runs: []Sample{{mRate: 10}, nil, {mRate: 30}}}
+	b := &Result{Case: &Case{}, Runs: []Sample{{mRate: 5}, {mRate: 7}, {mRate: 10}}}
+	got := ratios(a, b, mRate)
+	if fmt.Sprint(got) != "[2 3]" {
+		t.Fatalf("ratios = %v, want [2 3]", got)
+	}
+	if m := median([]float64{3, 1, 2, 10}); m != 2.5 {
+		t.Fatalf("median = %v", m)
+	}
+}
