@@ -31,3 +31,8 @@ func TestRWConformanceCluster(t *testing.T) {
 	c := testenv.SharedCluster(t)
 	rwConformance(t, redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs}))
 }
+
+func TestRWConformanceSentinel(t *testing.T) {
+	s := testenv.SharedSentinel(t)
+	rwConformance(t, redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.MasterName, SentinelAddrs: s.SentinelAddrs}))
+}

@@ -27,3 +27,8 @@ func TestSemaphoreConformanceCluster(t *testing.T) {
 	c := testenv.SharedCluster(t)
 	semConformance(t, redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs}))
 }
+
+func TestSemaphoreConformanceSentinel(t *testing.T) {
+	s := testenv.SharedSentinel(t)
+	semConformance(t, redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.MasterName, SentinelAddrs: s.SentinelAddrs}))
+}
