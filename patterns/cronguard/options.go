@@ -92,8 +92,9 @@ func WithSchedule(s Schedule) Option {
 
 // AtMostFor sets the ceiling of a run: its context is cancelled with cause
 // ErrAtMostFor once d has passed since the claim, and a runner that died
-// leaves the trigger claimed for d. Default: one period of the schedule, or
-// AtLeastFor if that is longer. Set it above the longest run you expect.
+// leaves the trigger claimed for d (and, unless AllowOverlap, the job's
+// later triggers skipped as Overlap). Default: AtLeastFor. Set it above the
+// longest run you expect.
 func AtMostFor(d time.Duration) Option {
 	return func(c *config) {
 		if positive(c, "AtMostFor", d) {
@@ -104,10 +105,13 @@ func AtMostFor(d time.Duration) Option {
 
 // AtLeastFor sets how long a trigger's claim is kept after the claim was
 // taken, however fast the run: instances that fire later for the same
-// trigger (a clock behind, a timer late) find it claimed and skip. As the
-// key names the trigger, keeping it never delays the next trigger; the
-// default, one period (capped by an explicit AtMostFor), covers instances
-// whose clocks differ by up to half a period either way.
+// trigger (a clock behind, a timer late, a process paused) find it claimed
+// and skip. As the key names the trigger, keeping it never delays the next
+// trigger, so the default is generous: two periods (capped by an explicit
+// AtMostFor), which covers clocks that differ by up to half a period either
+// way plus a period of scheduling delay. Exactly once per trigger holds as
+// long as every instance's attempt at a trigger comes within AtLeastFor of
+// the first.
 func AtLeastFor(d time.Duration) Option {
 	return func(c *config) {
 		if positive(c, "AtLeastFor", d) {
@@ -225,13 +229,13 @@ func build(locks *lockx.Client, job string, opts []Option) (config, error) {
 		return c, c.err
 	}
 	if c.atLeast == 0 {
-		c.atLeast = c.period
+		c.atLeast = 2 * c.period
 		if c.atMost > 0 && c.atMost < c.atLeast {
 			c.atLeast = c.atMost
 		}
 	}
 	if c.atMost == 0 {
-		c.atMost = max(c.period, c.atLeast)
+		c.atMost = c.atLeast
 	}
 	if c.atLeast < c.resolution || c.atMost < c.resolution {
 		c.fail("AtLeastFor", fmt.Sprintf("shorter than the backend's clock resolution %v", c.resolution))
