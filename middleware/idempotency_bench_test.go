@@ -1,0 +1,120 @@
+package middleware_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/memlock"
+	"github.com/lockx-go/lockx/middleware"
+	"github.com/lockx-go/lockx/patterns/idempotency"
+)
+
+// trivial is the handler of the overhead benchmarks.
+var trivial = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	_, _ = w.Write([]byte(`{"id":"ord_1","status":"created"}`))
+})
+
+func benchGuard(b *testing.B) lockx.Idempotency {
+	locks := lockx.New(memlock.New())
+	b.Cleanup(func() { locks.Close() })
+	g, err := idempotency.New(locks)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return g
+}
+
+// benchCases are the paths compared: the bare handler, the middleware on a
+// method it does not cover, the replay path (one key, stored) and the first
+// request path (a new key every time: lock, run, store, release).
+func benchCases(b *testing.B) map[string]struct {
+	h   http.Handler
+	key func(i int64) string
+} {
+	mw := middleware.Idempotency(middleware.IdempotencyConfig{Guard: benchGuard(b)})(trivial)
+	fixed := func(int64) string { return `"8e03978e-40d5-43e8-bc93-6894a57f9324"` }
+	return map[string]struct {
+		h   http.Handler
+		key func(i int64) string
+	}{
+		"bare":   {trivial, fixed},
+		"replay": {mw, fixed},
+		"first":  {mw, func(i int64) string { return `"8e03978e-40d5-43e8-` + strconv.FormatInt(i+1e12, 10) + `"` }},
+	}
+}
+
+// BenchmarkIdempotencyHTTP measures requests/s over loopback with
+// keep-alive clients: what a service sees.
+func BenchmarkIdempotencyHTTP(b *testing.B) {
+	for _, name := range []string{"bare", "replay", "first"} {
+		c := benchCases(b)[name]
+		b.Run(name, func(b *testing.B) {
+			srv := httptest.NewServer(c.h)
+			defer srv.Close()
+			tr := &http.Transport{MaxIdleConnsPerHost: 64}
+			defer tr.CloseIdleConnections()
+			client := &http.Client{Transport: tr}
+			var n atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					req, _ := http.NewRequest("POST", srv.URL+"/orders", strings.NewReader(`{"sku":42,"qty":1}`))
+					req.Header.Set("Idempotency-Key", c.key(n.Add(1)))
+					req.Header.Set("Authorization", "Bearer sk_test_1")
+					res, err := client.Do(req)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					_, _ = io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+					if res.StatusCode != http.StatusCreated {
+						b.Errorf("status %d", res.StatusCode)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+		})
+	}
+}
+
+// nopWriter is a ResponseWriter that keeps nothing, so that the in-process
+// benchmark measures the middleware and not a recorder.
+type nopWriter struct{ h http.Header }
+
+func (w *nopWriter) Header() http.Header         { return w.h }
+func (w *nopWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *nopWriter) WriteHeader(int)             {}
+
+// BenchmarkIdempotencyServe measures the middleware's own cost in process.
+func BenchmarkIdempotencyServe(b *testing.B) {
+	for _, name := range []string{"bare", "replay", "first"} {
+		c := benchCases(b)[name]
+		b.Run(name, func(b *testing.B) {
+			var n atomic.Int64
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				w := &nopWriter{h: http.Header{}}
+				body := strings.NewReader("")
+				for pb.Next() {
+					body.Reset(`{"sku":42,"qty":1}`)
+					req := httptest.NewRequestWithContext(context.Background(), "POST", "/orders", io.NopCloser(body))
+					req.Header.Set("Idempotency-Key", c.key(n.Add(1)))
+					clear(w.h)
+					c.h.ServeHTTP(w, req)
+				}
+			})
+		})
+	}
+}
