@@ -25,7 +25,7 @@ type fleet struct {
 	jobTime time.Duration
 	opts    []cronguard.Option
 
-	name      string // scenario, prefixed to messages
+	name string // scenario, prefixed to messages
 
 	mu        sync.Mutex
 	runs      map[int64]int // by trigger, Unix ns
