@@ -22,7 +22,8 @@ type Client struct {
 	closed  bool
 	done    chan struct{} // closed by Close
 	wd      watchdog
-	gates   gates
+	gates   gates // LocalFirst queues, per key
+	owners  gates // serialise backend calls of one explicit owner on one key
 	closing sync.Once
 }
 
@@ -48,6 +49,7 @@ func New(b Backend, opts ...Option) *Client {
 	c.batch, _ = b.(BatchExtender)
 	c.wd.init(c)
 	c.gates.init()
+	c.owners.init()
 	return c
 }
 
@@ -151,9 +153,30 @@ func (c *Client) acquire(ctx context.Context, op, key string, opts []Option, wai
 	}
 	owner, explicit := OwnerFromContext(ctx)
 	if explicit {
-		l, err := c.reenter(ctx, key, owner)
-		if l != nil || err != nil {
-			return l, keyError(op, key, err)
+		// Goroutines sharing an owner reach the backend one at a time, so
+		// that one's final release cannot undo another's fresh grant. The
+		// gate is held from the attempt to the registration of the hold;
+		// later arrivals then re-enter that hold.
+		for {
+			l, err := c.reenter(ctx, key, owner, true)
+			if l != nil || err != nil {
+				return l, keyError(op, key, err)
+			}
+			leave, err := c.owners.enter(ctx, ownerGateKey(key, owner), true, nil, c.done)
+			if err != nil {
+				return nil, keyError(op, key, err)
+			}
+			l, err = c.reenter(ctx, key, owner, false)
+			if l != nil || err != nil {
+				leave()
+				return l, keyError(op, key, err)
+			}
+			if c.releasePending(key, owner) {
+				leave() // the release needs the gate: let it finish, then retry
+				continue
+			}
+			defer leave()
+			break
 		}
 	} else {
 		owner = NewOwner()
@@ -183,8 +206,11 @@ func (c *Client) acquire(ctx context.Context, op, key string, opts []Option, wai
 		}
 		return nil, keyError(op, key, err)
 	}
-	return c.register(ctx, req, res, start, &cfg, gate), nil
+	l, err := c.register(ctx, req, res, start, &cfg, gate)
+	return l, keyError(op, key, err)
 }
+
+func ownerGateKey(key string, owner Owner) string { return string(owner) + "\x00" + key }
 
 func (c *Client) checkOpen() error {
 	c.mu.Lock()
@@ -196,9 +222,9 @@ func (c *Client) checkOpen() error {
 }
 
 // reenter returns a new handle on a hold owner already has for key, or nil
-// if there is none. It waits out a concurrent final release of the same hold
-// so that the backend never sees a release overtake a re-acquisition.
-func (c *Client) reenter(ctx context.Context, key string, owner Owner) (*Lock, error) {
+// if there is none. With wait, it first waits out a concurrent final release
+// of the same hold.
+func (c *Client) reenter(ctx context.Context, key string, owner Owner, wait bool) (*Lock, error) {
 	for {
 		c.mu.Lock()
 		if c.closed {
@@ -217,7 +243,7 @@ func (c *Client) reenter(ctx context.Context, key string, owner Owner) (*Lock, e
 		}
 		pending := h.releasing
 		c.mu.Unlock()
-		if pending == nil { // lost: acquire afresh under the same owner
+		if pending == nil || !wait { // lost: acquire afresh under the same owner
 			return nil, nil
 		}
 		select {
@@ -228,10 +254,27 @@ func (c *Client) reenter(ctx context.Context, key string, owner Owner) (*Lock, e
 	}
 }
 
+// releasePending reports whether a final release of owner's hold on key is
+// in flight.
+func (c *Client) releasePending(key string, owner Owner) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h := c.holds[holdKey{key, owner}]
+	return h != nil && h.releasing != nil
+}
+
 // register records a granted lock, or merges it into a hold the same owner
 // gained concurrently (the backend's Acquire is idempotent per owner).
-func (c *Client) register(ctx context.Context, req Request, res Result, start time.Time, cfg *config, gate func()) *Lock {
+func (c *Client) register(ctx context.Context, req Request, res Result, start time.Time, cfg *config, gate func()) (*Lock, error) {
 	c.mu.Lock()
+	if c.closed { // Close ran while we waited: nobody would renew or release this grant
+		c.mu.Unlock()
+		if gate != nil {
+			gate()
+		}
+		c.abandon(req)
+		return nil, ErrClosed
+	}
 	k := holdKey{req.Key, req.Owner}
 	if h := c.holds[k]; h != nil && h.releasing == nil && !h.isLost() && h.token == res.Token {
 		h.count++
@@ -239,16 +282,17 @@ func (c *Client) register(ctx context.Context, req Request, res Result, start ti
 		if gate != nil {
 			gate()
 		}
-		return &Lock{h: h}
+		return &Lock{h: h}, nil
 	}
 	h := newHold(c, ctx, req, res, start, cfg, gate)
+	_, h.explicit = OwnerFromContext(ctx)
 	c.holds[k] = h
 	c.mu.Unlock()
 	h.armValidity()
 	if h.watchdog {
 		c.wd.add(h)
 	}
-	return &Lock{h: h}
+	return &Lock{h: h}, nil
 }
 
 // obtain runs the attempt loop: register for wake-up, try, and wait for a

@@ -23,6 +23,7 @@ type hold struct {
 	owner    Owner
 	token    Token
 	watchdog bool
+	explicit bool // owner came from the caller's context: same-owner calls may race
 	logCfg   *config
 
 	ctx    context.Context
@@ -120,8 +121,8 @@ func (h *hold) markLost(why string) {
 	if !h.lostFlag.CompareAndSwap(false, true) {
 		return
 	}
+	h.cancel(ErrLost) // before Lost closes, so a reader woken by Lost sees the cause
 	close(h.lost)
-	h.cancel(ErrLost)
 	h.c.wd.remove(h)
 	h.c.mu.Lock()
 	if h.c.holds[holdKey{h.key, h.owner}] == h {
@@ -277,6 +278,14 @@ func (l *Lock) Release(ctx context.Context) error {
 	h.finish(ErrReleased)
 	var err error
 	if owned {
+		if h.explicit {
+			// Keep a same-owner acquisition from reaching the backend
+			// while this release is in flight (it would be undone by it).
+			// The gate is only ever held briefly, see Client.acquire.
+			if leave, gerr := c.owners.enter(context.WithoutCancel(ctx), ownerGateKey(h.key, h.owner), true, nil, nil); gerr == nil {
+				defer leave()
+			}
+		}
 		err = releaseWithRetry(ctx, c.b, h.key, h.owner)
 	}
 	h.releaseGate()
