@@ -38,17 +38,15 @@ func nearest(s Schedule, t time.Time) (time.Time, error) {
 	if next.IsZero() {
 		return time.Time{}, fmt.Errorf("cronguard: schedule has no trigger after %v", t)
 	}
-	gap := s.Next(next).Sub(next)
-	if gap <= 0 {
-		return next, nil
-	}
-	// The last trigger at or before t, if it lies within one gap of t.
+	// The last trigger at or before t, if it is no farther from t than next:
+	// the first trigger after t-(next-t) is it, or a trigger before it.
+	ahead := next.Sub(t)
 	var prev time.Time
-	for p, i := s.Next(t.Add(-gap-1)), 0; !p.IsZero() && !p.After(t) && i < 1000; p, i = s.Next(p), i+1 {
+	for p, i := s.Next(t.Add(-ahead-1)), 0; !p.IsZero() && !p.After(t) && i < 1000; p, i = s.Next(p), i+1 {
 		prev = p
 	}
-	if !prev.IsZero() && t.Sub(prev) <= next.Sub(t) {
-		return prev, nil
+	if !prev.IsZero() {
+		return prev, nil // at most as far as next: a tie goes to the earlier
 	}
 	return next, nil
 }
