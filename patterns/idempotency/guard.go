@@ -87,13 +87,13 @@ func (g *Guard) Run(ctx context.Context, key string, fingerprint []byte, fn func
 	if err != nil {
 		return nil, false, err
 	}
-	if v, r, err, done := g.lookup(ctx, key, k, fingerprint); done {
+	if v, r, err, done := g.lookup(ctx, g.cfg.store, key, k, fingerprint); done {
 		return v, r, err
 	}
 	l, err := g.lock(ctx, key, k)
 	if errors.Is(err, lockx.ErrInProgress) {
 		// The holder may have finished since: then its outcome is the answer.
-		if v, r, lerr, done := g.lookup(ctx, key, k, fingerprint); done {
+		if v, r, lerr, done := g.lookup(ctx, g.cfg.store, key, k, fingerprint); done {
 			return v, r, lerr
 		}
 	}
@@ -101,7 +101,7 @@ func (g *Guard) Run(ctx context.Context, key string, fingerprint []byte, fn func
 		return nil, false, err
 	}
 	defer l.Release(context.WithoutCancel(ctx))
-	if v, r, err, done := g.lookup(ctx, key, k, fingerprint); done {
+	if v, r, err, done := g.lookup(ctx, g.cfg.store, key, k, fingerprint); done {
 		return v, r, err
 	}
 
@@ -147,8 +147,8 @@ func (g *Guard) check(ctx context.Context, key string, haveFn bool) (string, err
 
 // lookup replays key's outcome if there is one. done is false only when
 // there is none; a store failure is final (fail closed: run nothing).
-func (g *Guard) lookup(ctx context.Context, key, k string, fp []byte) (v []byte, replayed bool, err error, done bool) {
-	o, err := g.cfg.store.LoadResult(ctx, k)
+func (g *Guard) lookup(ctx context.Context, store lockx.ResultStore, key, k string, fp []byte) (v []byte, replayed bool, err error, done bool) {
+	o, err := store.LoadResult(ctx, k)
 	switch {
 	case err == nil:
 		v, replayed, err = g.replay(key, o, fp)

@@ -425,3 +425,36 @@ func TestScope(t *testing.T) {
 		t.Fatal("scoped keys of different principals collide")
 	}
 }
+
+// TestRunDoubleGrantFirstOutcomeWins: without a transaction, a lock granted
+// twice lets the work run twice — the reason for RunTx — but every caller
+// still gets the one outcome stored first.
+func TestRunDoubleGrantFirstOutcomeWins(t *testing.T) {
+	store := memlock.NewResultStore()
+	var guards []*idempotency.Guard
+	for range 2 {
+		locks := lockx.New(memlock.New())
+		t.Cleanup(func() { locks.Close() })
+		g, _ := idempotency.New(locks, idempotency.WithStore(store))
+		guards = append(guards, g)
+	}
+	var n atomic.Int64
+	got := make([]string, 2)
+	var wg sync.WaitGroup
+	for i, g := range guards {
+		wg.Go(func() {
+			v, _, err := g.Run(context.Background(), "k", nil, func(context.Context) ([]byte, error) {
+				time.Sleep(50 * time.Millisecond)
+				return []byte{byte('a' + n.Add(1))}, nil
+			})
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = string(v)
+		})
+	}
+	wg.Wait()
+	if n.Load() != 2 || got[0] != got[1] {
+		t.Fatalf("runs=%d results %q; want 2 runs and one outcome for both", n.Load(), got)
+	}
+}
