@@ -109,7 +109,9 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 	e.dequeue(req.Owner)
 	b.token++
 	e.holders[req.Owner] = &semHold{count: req.Count, token: b.token, expires: now.Add(req.Lease)}
-	b.wakeSem(req.Key, e) // the next in line may fit as well
+	if len(e.queue) > 0 {
+		b.wakeSem(req.Key, e) // the next in line may fit as well
+	}
 	return lockx.Result{Acquired: true, Token: b.token, TTL: req.Lease}, nil
 }
 

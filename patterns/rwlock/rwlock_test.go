@@ -5,12 +5,12 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/patterns/rwlock"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // plainBackend implements only lockx.Backend.
 type plainBackend struct{ lockx.Backend }

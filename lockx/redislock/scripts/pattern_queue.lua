@@ -28,20 +28,18 @@ local function q_del(q, d, owner)
   return redis.call('HDEL', d, owner) == 1
 end
 
--- q_live returns the live entries in arrival order as {owner, value} pairs,
--- dropping the expired ones (crashed waiters).
-local function q_live(q, d, now)
-  local out = {}
+-- q_scan calls fn(owner, value) for the live entries in arrival order until
+-- fn returns true, dropping the expired entries (crashed waiters) it passes.
+local function q_scan(q, d, now, fn)
   for _, m in ipairs(redis.call('ZRANGE', q, 0, -1)) do
     local v = redis.call('HGET', d, m)
     if v and tonumber(string.match(v, '^%d+')) > now then
-      out[#out + 1] = {m, v}
+      if fn(m, v) then return end
     else
       redis.call('ZREM', q, m)
       redis.call('HDEL', d, m)
     end
   end
-  return out
 end
 
 -- wake_marks wakes every watcher of lk on each backend that left a

@@ -60,13 +60,14 @@ end
 local blocked = writer and writer ~= owner
 if not blocked and fair and writer ~= owner then
   -- Writer preference: a writer queued ahead of us goes first.
-  for _, e in ipairs(q_live(q, d, now)) do
-    if e[1] == owner then break end
-    if string.match(e[2], '^%d+:(%a)') == 'w' then
+  q_scan(q, d, now, function(m, v)
+    if m == owner then return true end
+    if string.match(v, '^%d+:(%a)') == 'w' then
       blocked = true
-      break
+      return true
     end
-  end
+    return false
+  end)
 end
 if blocked then return refuse(fair) end
 local tok = tonumber(redis.call('HGET', h, 't'))

@@ -44,17 +44,19 @@ end
 local function rw_wake(h, r, q, d, now, writer, chan, lk)
   if writer then return end
   local readers = redis.call('ZCARD', r)
-  local woke = false
-  for _, e in ipairs(q_live(q, d, now)) do
-    local mode, id = string.match(e[2], '^%d+:(%a):(.*)$')
+  local woke, stopped = false, false
+  q_scan(q, d, now, function(owner, v)
+    local mode, id = string.match(v, '^%d+:(%a):(.*)$')
     if mode == 'w' then
       if readers == 0 and not woke then
-        redis.call('PUBLISH', chan .. id, wake_msg(e[1], lk))
+        redis.call('PUBLISH', chan .. id, wake_msg(owner, lk))
       end
-      return
+      stopped = true
+      return true
     end
-    redis.call('PUBLISH', chan .. id, wake_msg(e[1], lk))
+    redis.call('PUBLISH', chan .. id, wake_msg(owner, lk))
     woke = true
-  end
-  wake_marks(h, chan, lk)
+    return false
+  end)
+  if not stopped then wake_marks(h, chan, lk) end
 end

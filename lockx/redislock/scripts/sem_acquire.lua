@@ -42,6 +42,6 @@ local t = string.format('%d', tok)
 used = used + count
 redis.call('HSET', h, 't', t, 'u', used, 'n:' .. owner, count, 'k:' .. owner, t)
 redis.call('ZADD', s, now + lease, owner)
-sem_wake(h, q, d, now, used, ARGV[8], ARGV[9]) -- the next in line may fit too
+sem_wake(h, q, d, now, used, ARGV[8], ARGV[9], false) -- the next in line may fit too
 sem_keep(h, s, q, now)
 return {1, tok}

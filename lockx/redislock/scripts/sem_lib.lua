@@ -40,15 +40,18 @@ local function sem_keep(h, s, q, now)
 end
 
 -- sem_wake wakes the queued owners whose requests fit, in queue order, up
--- to the first that does not; with no one queued, every marked waiter.
-local function sem_wake(h, q, d, now, used, chan, lk)
-  local live = q_live(q, d, now)
-  for _, e in ipairs(live) do
-    local cnt, lim, id = string.match(e[2], '^%d+:(%d+):(%d+):(.*)$')
+-- to the first that does not; with no one queued and permits returned
+-- (released), every marked waiter.
+local function sem_wake(h, q, d, now, used, chan, lk, released)
+  local any = false
+  q_scan(q, d, now, function(owner, v)
+    any = true
+    local cnt, lim, id = string.match(v, '^%d+:(%d+):(%d+):(.*)$')
     cnt, lim = tonumber(cnt), tonumber(lim)
-    if used + cnt > lim then return end
+    if used + cnt > lim then return true end
     used = used + cnt
-    redis.call('PUBLISH', chan .. id, wake_msg(e[1], lk))
-  end
-  if #live == 0 then wake_marks(h, chan, lk) end
+    redis.call('PUBLISH', chan .. id, wake_msg(owner, lk))
+    return false
+  end)
+  if released and not any then wake_marks(h, chan, lk) end
 end

@@ -13,6 +13,6 @@ if redis.call('ZREM', s, owner) == 1 then
   held = 1
 end
 local withdrew = q_del(q, d, owner)
-if held == 1 or withdrew then sem_wake(h, q, d, now, used, ARGV[2], ARGV[3]) end
+if held == 1 or withdrew then sem_wake(h, q, d, now, used, ARGV[2], ARGV[3], true) end
 sem_keep(h, s, q, now)
 return held
