@@ -1,0 +1,44 @@
+# lockx build entry points. `make test` is what CI runs (.ci/run).
+
+GO ?= go
+# staticcheck 2026.2.x, which supports Go 1.26.
+STATICCHECK_VERSION ?= v0.8.2
+STATICCHECK = $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+# Every module in the tree (the root and nested ones such as bench/).
+MODULES = $(patsubst %/go.mod,%,$(shell find . -name go.mod -not -path '*/testdata/*' -not -path '*/vendor/*' | sort))
+
+.DEFAULT_GOAL := test
+.PHONY: test services bench lint fmt faults
+
+## test: the whole suite, unit and integration, race detector on.
+test: services
+	$(GO) test -race -count=1 -timeout 9m ./...
+
+## services: install/start Redis, PostgreSQL and MariaDB as needed.
+services:
+	scripts/ensure-services.sh
+
+## bench: side-by-side benchmarks against the peers (bench/ module).
+bench:
+	@if [ ! -d bench ]; then echo "make bench: bench/ does not exist yet (the benchmark module is not built)" >&2; exit 1; fi
+	scripts/ensure-services.sh
+	cd bench && $(GO) run ./cmd/lockxbench
+
+## lint: gofmt, go vet and staticcheck over every module.
+lint:
+	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then \
+		echo "gofmt: these files are not formatted (run make fmt):" >&2; echo "$$unformatted" >&2; exit 1; fi
+	@set -e; for m in $(MODULES); do \
+		echo "go vet: $$m"; (cd $$m && $(GO) vet ./...); \
+		echo "staticcheck: $$m"; (cd $$m && $(STATICCHECK) ./...); \
+	done
+
+## fmt: format every Go file.
+fmt:
+	gofmt -w .
+
+## faults: the long fault-injection suite.
+faults:
+	@if [ ! -d faults ]; then echo "make faults: ./faults is not built yet" >&2; exit 1; fi
+	scripts/ensure-services.sh
+	LOCKX_FAULTS=long $(GO) test -race -count=1 -run Fault -v ./faults/...
