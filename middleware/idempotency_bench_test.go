@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/memlock"
@@ -117,4 +118,44 @@ func BenchmarkIdempotencyServe(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkIdempotencyPaired alternates one request to the bare handler and
+// one through the middleware's replay path on one keep-alive connection
+// each, and reports the throughput ratio replay/bare. Pairing makes the
+// ratio robust against load that varies during the run (a shared machine),
+// which moves both sides alike.
+func BenchmarkIdempotencyPaired(b *testing.B) {
+	cases := benchCases(b)
+	bare := httptest.NewServer(cases["bare"].h)
+	defer bare.Close()
+	mw := httptest.NewServer(cases["replay"].h)
+	defer mw.Close()
+	tr := &http.Transport{MaxIdleConnsPerHost: 4}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	key := cases["replay"].key(0)
+	send := func(url string) time.Duration {
+		start := time.Now()
+		req, _ := http.NewRequest("POST", url+"/orders", strings.NewReader(`{"sku":42,"qty":1}`))
+		req.Header.Set("Idempotency-Key", key)
+		req.Header.Set("Authorization", "Bearer sk_test_1")
+		res, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return time.Since(start)
+	}
+	send(mw.URL) // store the response
+	var tb, tr2 time.Duration
+	b.ResetTimer()
+	for range b.N {
+		tb += send(bare.URL)
+		tr2 += send(mw.URL)
+	}
+	b.ReportMetric(float64(b.N)/tb.Seconds(), "bare-req/s")
+	b.ReportMetric(float64(b.N)/tr2.Seconds(), "replay-req/s")
+	b.ReportMetric(tb.Seconds()/tr2.Seconds(), "replay/bare")
 }
