@@ -29,6 +29,9 @@ func NewClaimer(locks *lockx.Client, job string, opts ...Option) (*Claimer, erro
 	if err != nil {
 		return nil, err
 	}
+	if bs, ok := cfg.store.(*BackendStore); ok {
+		bs.register(job, cfg.schedule)
+	}
 	return &Claimer{locks: locks, b: locks.Backend(), job: job, cfg: cfg}, nil
 }
 
@@ -161,10 +164,13 @@ func (cl *Claim) claimRenewed(ctx context.Context) error {
 		return serr
 	}
 	cl.lock, cl.token = l, l.Token()
+	cl.started, cl.mono = c.cfg.now(), time.Now() // the run starts now, not when the wait began
 	if c.cfg.overlap {
 		return nil
 	}
-	r, err := c.locks.TryAcquire(ctx, runningKey(c.job), lease)
+	// A dead runner's running key lapses a moment after its trigger's: wait
+	// that long before calling the trigger an overlap.
+	r, err := c.locks.Acquire(ctx, runningKey(c.job), lease, lockx.WithWait(2*c.cfg.runnerTTL))
 	if err != nil {
 		_ = l.Release(context.WithoutCancel(ctx))
 		if errors.Is(err, lockx.ErrNotAcquired) && !errors.Is(err, lockx.ErrUnavailable) {

@@ -92,9 +92,22 @@ func (s *killScenario) guard(t *testing.T, locks *lockx.Client, name string, i i
 func TestRunnerKilledAtMostOnce(t *testing.T) {
 	t.Parallel()
 	b := memlock.New()
+	killedAtMostOnce(t, func() lockx.Backend { return b })
+}
+
+func TestRunnerKilledAtLeastOnce(t *testing.T) {
+	t.Parallel()
+	b := memlock.New()
+	killedAtLeastOnce(t, func() lockx.Backend { return b }, cronguard.NewMemStore(0))
+}
+
+// killedAtMostOnce: a runner killed mid-job leaves its trigger claimed; no
+// instance runs it again before AtMostFor. newBackend returns backends of
+// one store, one per instance.
+func killedAtMostOnce(t *testing.T, newBackend func() lockx.Backend) {
 	s := &killScenario{atMost: time.Second, started: make(chan struct{}), unblock: make(chan struct{})}
 	name := jobName(t)
-	k := &killable{Backend: b}
+	k := &killable{Backend: newBackend()}
 	doomedClient := lockx.New(k)
 	doomed := s.guard(t, doomedClient, name, 0, true)
 	trig := time.Now().Truncate(250 * time.Millisecond)
@@ -113,7 +126,7 @@ func TestRunnerKilledAtMostOnce(t *testing.T) {
 
 	others := make([]*cronguard.Job, 4)
 	for i := range others {
-		others[i] = s.guard(t, memClients(b)(t), name, i+1, false)
+		others[i] = s.guard(t, clientOf(t, newBackend()), name, i+1, false)
 	}
 	// Until AtMostFor has passed, every instance finds the trigger taken.
 	for time.Since(claimed) < s.atMost-100*time.Millisecond {
@@ -136,14 +149,13 @@ func TestRunnerKilledAtMostOnce(t *testing.T) {
 	}
 }
 
-func TestRunnerKilledAtLeastOnce(t *testing.T) {
-	t.Parallel()
-	b := memlock.New()
-	store := cronguard.NewMemStore(0)
+// killedAtLeastOnce: under AtLeastOnce, a runner killed mid-job is replaced
+// by one waiting instance; the others find the trigger done in store.
+func killedAtLeastOnce(t *testing.T, newBackend func() lockx.Backend, store cronguard.Store) {
 	s := &killScenario{atMost: 5 * time.Second, started: make(chan struct{}), unblock: make(chan struct{}),
 		opts: []cronguard.Option{cronguard.WithDelivery(cronguard.AtLeastOnce), cronguard.WithStore(store)}}
 	name := jobName(t)
-	k := &killable{Backend: b}
+	k := &killable{Backend: newBackend()}
 	doomedClient := lockx.New(k)
 	defer doomedClient.Close()
 	doomed := s.guard(t, doomedClient, name, 0, true)
@@ -159,7 +171,7 @@ func TestRunnerKilledAtLeastOnce(t *testing.T) {
 	// The other instances fire for the same trigger and wait on its claim.
 	results := make(chan error, 4)
 	for i := range 4 {
-		j := s.guard(t, memClients(b)(t), name, i+1, false)
+		j := s.guard(t, clientOf(t, newBackend()), name, i+1, false)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -193,16 +205,19 @@ func TestRunnerKilledAtLeastOnce(t *testing.T) {
 	if n := s.runs.Load(); n != 2 {
 		t.Errorf("trigger started %d times, want 2 (the killed run and its re-run)", n)
 	}
-	runs, _ := store.LastRuns(context.Background(), name, 0)
-	var lost, ok int
-	for _, r := range runs {
-		if r.Lost {
-			lost++
-		} else if r.Succeeded() {
-			ok++
+	if r, ok, err := store.Find(context.Background(), name, trig); err != nil || !ok || !r.Succeeded() || r.Instance == "A" {
+		t.Errorf("Find = %+v, %v, %v; want the re-run's successful record", r, ok, err)
+	}
+	if _, isMem := store.(*cronguard.MemStore); isMem {
+		runs, _ := store.LastRuns(context.Background(), name, 0)
+		if len(runs) != 2 || !runs[0].Lost || runs[0].Instance != "A" || !runs[1].Succeeded() {
+			t.Errorf("records %+v: want the killed run marked lost (recorded last) and the re-run", runs)
 		}
 	}
-	if lost != 1 || ok != 1 {
-		t.Errorf("records %+v: want one lost and one successful run", runs)
-	}
+}
+
+func clientOf(t *testing.T, b lockx.Backend) *lockx.Client {
+	c := lockx.New(b)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }

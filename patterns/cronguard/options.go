@@ -201,7 +201,7 @@ func build(locks *lockx.Client, job string, opts []Option) (config, error) {
 		c.fail("client", "nil")
 	case job == "":
 		c.fail("job", "empty")
-	case len(triggerKey(job, time.Date(2000, 1, 1, 0, 0, 0, 1, time.UTC))) > lockx.DefaultMaxKeyLen:
+	case len(recordKey(lostKind, job, time.Date(2000, 1, 1, 0, 0, 0, 1, time.UTC))) > lockx.DefaultMaxKeyLen:
 		c.fail("job", fmt.Sprintf("%d bytes, too long for a lock key", len(job)))
 	case c.schedule == nil:
 		c.fail("schedule", "missing: give Every or WithSchedule")
@@ -241,7 +241,10 @@ func build(locks *lockx.Client, job string, opts []Option) (config, error) {
 		c.fail("AtLeastFor", fmt.Sprintf("shorter than the backend's clock resolution %v", c.resolution))
 		return c, c.err
 	}
-	c.runnerTTL = min(max(c.period/4, 10*c.resolution), lockx.DefaultLease, c.atMost)
+	// Short enough that a dead runner is replaced within a fraction of the
+	// period, long enough (1 s) that a renewal delayed by a loaded machine
+	// or network is not taken for a death.
+	c.runnerTTL = min(max(c.period/4, time.Second), lockx.DefaultLease, c.atMost)
 	if c.store == nil {
 		c.store = NewMemStore(0)
 	}

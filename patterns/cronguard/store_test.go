@@ -1,0 +1,88 @@
+package cronguard_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockx-go/lockx/internal/testenv"
+	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/memlock"
+	"github.com/lockx-go/lockx/lockx/redislock"
+	"github.com/lockx-go/lockx/patterns/cronguard"
+)
+
+// testStore checks a Store through a Claimer's view of it: records of three
+// triggers, one of them a lost run followed by its re-run.
+func testStore(t *testing.T, locks *lockx.Client, store cronguard.Store) {
+	t.Helper()
+	ctx := context.Background()
+	job := jobName(t)
+	c, err := cronguard.NewClaimer(locks, job, cronguard.Every(time.Second), cronguard.WithStore(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().Truncate(time.Second)
+	t1, t2, t3 := now.Add(-2*time.Second), now.Add(-time.Second), now
+	recs := []cronguard.Run{
+		{Job: job, Trigger: t1, Instance: "a", Token: 1},
+		{Job: job, Trigger: t2, Instance: "b", Token: 2, Lost: true, Error: "lockx: lock lost"},
+		{Job: job, Trigger: t2, Instance: "c", Token: 3},
+		{Job: job, Trigger: t3, Instance: "a", Token: 4, Error: "boom"},
+	}
+	for _, r := range recs {
+		if err := store.Record(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, ok, err := store.Find(ctx, job, t2); err != nil || !ok || r.Instance != "c" {
+		t.Errorf("Find(t2) = %+v, %v, %v; want c's run, not the lost one", r, ok, err)
+	}
+	if _, ok, err := store.Find(ctx, job, now.Add(time.Hour)); err != nil || ok {
+		t.Errorf("Find(no run) = %v, %v", ok, err)
+	}
+	runs, err := c.LastRuns(ctx, 2)
+	if err != nil || len(runs) != 2 || !runs[0].Trigger.Equal(t3) || runs[0].Error != "boom" || !runs[1].Trigger.Equal(t2) {
+		t.Errorf("LastRuns(2) = %+v, %v; want t3's then t2's", runs, err)
+	}
+}
+
+func TestMemStore(t *testing.T) {
+	t.Parallel()
+	testStore(t, newLocks(t), cronguard.NewMemStore(0))
+}
+
+func TestBackendStoreMemlock(t *testing.T) {
+	t.Parallel()
+	b := memlock.New()
+	locks := lockx.New(b)
+	defer locks.Close()
+	store, err := cronguard.NewBackendStore(b, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testStore(t, locks, store)
+	if _, err := cronguard.NewBackendStore(nil, time.Hour); !errors.Is(err, lockx.ErrInvalidArgument) {
+		t.Errorf("nil store: %v", err)
+	}
+	if _, err := cronguard.NewBackendStore(b, 0); !errors.Is(err, lockx.ErrInvalidArgument) {
+		t.Errorf("zero retention: %v", err)
+	}
+}
+
+func TestBackendStoreRedis(t *testing.T) {
+	t.Parallel()
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
+	defer rdb.Close()
+	b := redislock.New(rdb, redislock.WithPrefix("cronguardtest:"+jobName(t)+":"))
+	locks := lockx.New(b)
+	defer locks.Close()
+	store, err := cronguard.NewBackendStore(b, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testStore(t, locks, store)
+}
