@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"runtime"
 	"testing"
 	"time"
 
@@ -75,3 +76,5 @@ func mustRefuse(t testing.TB, b *redislock.Backend, r lockx.Request) lockx.Resul
 	}
 	return res
 }
+
+func maxprocs() int { return runtime.GOMAXPROCS(0) }

@@ -21,16 +21,17 @@ const (
 type Option func(*config)
 
 type config struct {
-	prefix     string
-	tombstone  time.Duration
-	queueTTL   time.Duration
-	replicas   int
-	ackTimeout time.Duration
-	err        error // first invalid option
+	prefix       string
+	tombstone    time.Duration
+	queueTTL     time.Duration
+	replicas     int
+	ackTimeout   time.Duration
+	autoPipeline bool
+	err          error // first invalid option
 }
 
 func defaultConfig() config {
-	return config{prefix: DefaultPrefix, tombstone: DefaultTombstone, queueTTL: lockx.DefaultQueueTTL}
+	return config{prefix: DefaultPrefix, tombstone: DefaultTombstone, queueTTL: lockx.DefaultQueueTTL, autoPipeline: true}
 }
 
 func (c *config) fail(arg, reason string) {
@@ -100,3 +101,12 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 		c.replicas, c.ackTimeout = replicas, timeout
 	}
 }
+
+// WithAutoPipeline turns the batching of concurrent calls on or off
+// (default on). On, the backend sends its scripts through the client's
+// autopipeliner (rdb.AutoPipeline()), which writes the calls of all
+// goroutines that are in flight at once as one pipeline: the same replies, far
+// fewer system calls on both sides, several times the throughput under
+// concurrency, and no added latency for a lone call. Off, every call is its
+// own round trip on a pooled connection.
+func WithAutoPipeline(on bool) Option { return func(c *config) { c.autoPipeline = on } }

@@ -19,13 +19,17 @@ import (
 // it is safe for concurrent use.
 type Backend struct {
 	rdb  redis.UniversalClient
+	run  processor // script calls: rdb's autopipeliner, or rdb
+	// routed: rdb picks a node by key, so a call's first key must be a
+	// string (anything but the plain and failover *redis.Client).
+	routed bool
 	cfg  config
 	err  error  // invalid configuration, returned by every call
 	id   string // random backend id: names this backend's wake-up channel
 	chpf string // cfg.prefix + "w:": the wake-up channel of backend X is chpf + X
 
 	// Boxed once: converting a string or a number to an interface allocates,
-	// and these go with every call.
+	// and these go with calls on the hot path.
 	idArg, chpfArg, tombArg any
 
 	n notifier
@@ -55,7 +59,16 @@ func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 	_, _ = rand.Read(id[:])
 	b.id = hex.EncodeToString(id[:])
 	b.chpf = b.cfg.prefix + "w:"
-	b.idArg, b.chpfArg, b.tombArg = b.id, b.chpf, b.cfg.tombstone.Milliseconds()
+	b.idArg, b.chpfArg, b.tombArg = b.id, b.chpf, millis(b.cfg.tombstone)
+	b.run = rdb
+	_, plain := rdb.(*redis.Client)
+	b.routed = !plain
+	if b.err == nil && b.cfg.autoPipeline {
+		// The client's shared autopipeliner: it belongs to rdb and ends with it.
+		if ap, err := rdb.AutoPipeline(); err == nil {
+			b.run = ap
+		}
+	}
 	b.n.init(b)
 	return b
 }
@@ -96,7 +109,6 @@ func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result,
 	if err := ctx.Err(); err != nil {
 		return lockx.Result{}, err
 	}
-	lk, q, d := b.keys(req.Key)
 	flags := 0
 	if req.Fair {
 		flags |= 1
@@ -108,14 +120,23 @@ func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result,
 	if qttl <= 0 {
 		qttl = b.cfg.queueTTL
 	}
-	keys := []string{lk, q, d}
-	args := []any{string(req.Owner), millis(req.Lease), flagArgs[flags], millis(qttl), b.idArg}
 	var v int64
 	var err error
 	if b.cfg.replicas > 0 {
+		lk, q, d := b.keys(req.Key)
+		keys := []string{lk, q, d}
+		args := []any{string(req.Owner), millis(req.Lease), flagArgs[flags], millis(qttl), b.idArg}
 		v, err = b.acquireAcked(ctx, req, keys, args)
 	} else {
-		v, err = acquireScript.Run(ctx, b.rdb, keys, args...).Int64()
+		c := b.newCall(req.Key, req.Owner)
+		c.ms, c.qttl = millis(req.Lease), millis(qttl)
+		c.args[2], c.args[4], c.args[5] = "3", &c.q, &c.d
+		c.args[6], c.args[7], c.args[8], c.args[9], c.args[10] = &c.owner, &c.ms, flagArgs[flags], &c.qttl, b.idArg
+		n := 9 // the queue TTL and backend id matter only to a waiter
+		if req.Wait {
+			n = 11
+		}
+		v, err = eval(ctx, b.run, acquireScript, c, n)
 	}
 	if err != nil {
 		return lockx.Result{}, b.fail(ctx, "acquire", err)
@@ -145,7 +166,7 @@ func (b *Backend) acquireAcked(ctx context.Context, req lockx.Request, keys []st
 		if sha {
 			res = pipe.EvalSha(ctx, acquireScript.Hash(), keys, args...)
 		} else {
-			res = acquireScript.Eval(ctx, pipe, keys, args...)
+			res = pipe.Eval(ctx, acquireScript.src.(string), keys, args...)
 		}
 		acked = pipe.Do(ctx, "wait", b.cfg.replicas, b.cfg.ackTimeout.Milliseconds())
 		_, _ = pipe.Exec(ctx)
@@ -179,7 +200,10 @@ func (b *Backend) Extend(ctx context.Context, key string, owner lockx.Owner, lea
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	v, err := extendScript.Run(ctx, b.rdb, []string{b.lockKey(key)}, string(owner), millis(lease)).Int64()
+	c := b.newCall(key, owner)
+	c.ms = millis(lease)
+	c.args[2], c.args[4], c.args[5] = "1", &c.owner, &c.ms
+	v, err := eval(ctx, b.run, extendScript, c, 6)
 	if err != nil {
 		return b.fail(ctx, "extend", err)
 	}
@@ -198,8 +222,10 @@ func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) er
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	lk, q, d := b.keys(key)
-	v, err := releaseScript.Run(ctx, b.rdb, []string{lk, q, d}, string(owner), b.tombArg, b.chpfArg).Int64()
+	c := b.newCall(key, owner)
+	c.args[2], c.args[4], c.args[5] = "3", &c.q, &c.d
+	c.args[6], c.args[7], c.args[8] = &c.owner, b.tombArg, b.chpfArg
+	v, err := eval(ctx, b.run, releaseScript, c, 9)
 	if err != nil {
 		return b.fail(ctx, "release", err)
 	}
@@ -217,7 +243,9 @@ func (b *Backend) TTL(ctx context.Context, key string, owner lockx.Owner) (time.
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	v, err := ttlScript.Run(ctx, b.rdb, []string{b.lockKey(key)}, string(owner)).Int64()
+	c := b.newCall(key, owner)
+	c.args[2], c.args[4] = "1", &c.owner
+	v, err := eval(ctx, b.run, ttlScript, c, 5)
 	if err != nil {
 		return 0, b.fail(ctx, "ttl", err)
 	}
@@ -253,7 +281,7 @@ func (b *Backend) ExtendMany(ctx context.Context, reqs []lockx.ExtendRequest) []
 			if sha {
 				cmds[i] = pipe.EvalSha(ctx, extendScript.Hash(), keys, string(r.Owner), millis(r.Lease))
 			} else {
-				cmds[i] = extendScript.Eval(ctx, pipe, keys, string(r.Owner), millis(r.Lease))
+				cmds[i] = pipe.Eval(ctx, extendScript.src.(string), keys, string(r.Owner), millis(r.Lease))
 			}
 		}
 		_, _ = pipe.Exec(ctx)

@@ -1,10 +1,14 @@
 package redislock
 
 import (
+	"context"
 	"embed"
 	"strings"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockx-go/lockx/lockx"
 )
 
 // The scripts run with EVALSHA and fall back to EVAL on NOSCRIPT (after a
@@ -23,9 +27,16 @@ var (
 	ttlScript     = loadScript("ttl.lua")
 )
 
+// script is a Lua script with its digest and text boxed once for the
+// argument vector.
+type script struct {
+	*redis.Script
+	sha, src any
+}
+
 // loadScript concatenates the named files and drops comment-only and blank
 // lines: the comments are for readers of the .lua files, not for the wire.
-func loadScript(names ...string) *redis.Script {
+func loadScript(names ...string) *script {
 	var b strings.Builder
 	for _, name := range names {
 		src, err := scriptFS.ReadFile("scripts/" + name)
@@ -41,7 +52,79 @@ func loadScript(names ...string) *redis.Script {
 			b.WriteByte('\n')
 		}
 	}
-	return redis.NewScript(b.String())
+	rs := redis.NewScript(b.String())
+	return &script{Script: rs, sha: rs.Hash(), src: b.String()}
+}
+
+// processor runs one command: a redis.UniversalClient or the client's
+// autopipeliner.
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// call is the argument vector of one script invocation together with the
+// values it points at, so that a call costs one allocation instead of one
+// per boxed argument and one per key name: arguments go in as pointers into
+// the call (go-redis writes *string and *int64 like their values), and the
+// key names are built in buf. Only on clients that route by key (Cluster)
+// does the first key go in as a string, because routing reads it as one.
+type call struct {
+	args     [11]any
+	lk, q, d string
+	owner    string
+	ms, qttl int64 // lease (or tombstone) and queue TTL in ms
+	buf      [128]byte
+}
+
+// newCall returns a call whose key names are those of key (see keys) and
+// whose first key argument is set.
+func (b *Backend) newCall(key string, owner lockx.Owner) *call {
+	c := &call{owner: string(owner)}
+	p := b.cfg.prefix
+	size := len(p) + len(key) + len("{}:qd")
+	if len(key) > 0 && key[0] == '}' {
+		size += len("#{#}") - len("{}")
+	}
+	bs := c.buf[:0]
+	if size > len(c.buf) {
+		bs = make([]byte, 0, size)
+	}
+	bs = append(bs, p...)
+	if len(key) > 0 && key[0] == '}' {
+		bs = append(bs, "#{#}"...)
+		bs = append(bs, key...)
+	} else {
+		bs = append(bs, '{')
+		bs = append(bs, key...)
+		bs = append(bs, '}')
+	}
+	bs = append(bs, ":qd"...)
+	// The bytes are never written again: a string over them is immutable.
+	s := unsafe.String(unsafe.SliceData(bs), len(bs))
+	n := len(s) - 3
+	c.lk, c.q, c.d = s[:n], s[:n+2], s
+	if b.routed {
+		c.args[3] = c.lk
+	} else {
+		c.args[3] = &c.lk
+	}
+	return c
+}
+
+// eval runs s with c.args[:n] ("evalsha", sha, numkeys, keys..., args...)
+// filled from index 2 on, falling back to EVAL on NOSCRIPT.
+func eval(ctx context.Context, p processor, s *script, c *call, n int) (int64, error) {
+	c.args[0], c.args[1] = "evalsha", s.sha
+	cmd := redis.NewCmd(ctx, c.args[:n]...)
+	cmd.SetFirstKeyPos(3)
+	_ = p.Process(ctx, cmd)
+	if isNoScript(cmd.Err()) {
+		c.args[0], c.args[1] = "eval", s.src
+		cmd = redis.NewCmd(ctx, c.args[:n]...)
+		cmd.SetFirstKeyPos(3)
+		_ = p.Process(ctx, cmd)
+	}
+	return cmd.Int64()
 }
 
 // isNoScript reports a NOSCRIPT reply (go-redis's ErrNoScript is one too).
