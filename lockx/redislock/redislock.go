@@ -18,15 +18,15 @@ import (
 // lockx.Backend, lockx.Notifier and lockx.BatchExtender. Create it with New;
 // it is safe for concurrent use.
 type Backend struct {
-	rdb  redis.UniversalClient
-	run  processor // script calls: rdb's autopipeliner, or rdb
+	rdb redis.UniversalClient
+	run processor // script calls: rdb's autopipeliner, or rdb
 	// routed: rdb picks a node by key, so a call's first key must be a
 	// string (anything but the plain and failover *redis.Client).
 	routed bool
-	cfg  config
-	err  error  // invalid configuration, returned by every call
-	id   string // random backend id: names this backend's wake-up channel
-	chpf string // cfg.prefix + "w:": the wake-up channel of backend X is chpf + X
+	cfg    config
+	err    error  // invalid configuration, returned by every call
+	id     string // random backend id: names this backend's wake-up channel
+	chpf   string // cfg.prefix + "w:": the wake-up channel of backend X is chpf + X
 
 	// Boxed once: converting a string or a number to an interface allocates,
 	// and these go with calls on the hot path.
