@@ -50,7 +50,8 @@
 // OnSkip hook receives it, with the reason — Taken, Done, Overlap, or
 // Unavailable, the one to alert on because the trigger may then run
 // nowhere. Every run is recorded in a Store (who, when, how long, error),
-// readable with LastRuns.
+// readable with LastRuns: a MemStore of the guard's own by default, or a
+// BackendStore that keeps the records in the backend for the whole fleet.
 //
 // # Clocks
 //

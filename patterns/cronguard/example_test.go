@@ -107,3 +107,28 @@ func ExampleGuard_badInput() {
 	fmt.Println(errors.As(err, &arg), arg.Arg)
 	// Output: true AtLeastFor
 }
+
+// Records kept in the backend are seen by every instance: here a second
+// client reads what the first one ran.
+func ExampleNewBackendStore() {
+	b := memlock.New() // redislock and pglock are ResultStores too
+	rs, _ := lockx.Backend(b).(lockx.ResultStore)
+	store, err := cronguard.NewBackendStore(rs, 7*24*time.Hour)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	trig := time.Now().Truncate(time.Hour)
+	for _, name := range []string{"web-1", "web-2"} {
+		locks := lockx.New(b)
+		defer locks.Close()
+		job, _ := cronguard.Guard(locks, "rollup", func(context.Context) error { return nil },
+			cronguard.Every(time.Hour), cronguard.WithStore(store), cronguard.WithInstance(name))
+		_ = job.RunAt(context.Background(), trig)
+		runs, _ := job.LastRuns(context.Background(), 1)
+		fmt.Println(name, "sees the run by", runs[0].Instance)
+	}
+	// Output:
+	// web-1 sees the run by web-1
+	// web-2 sees the run by web-1
+}
