@@ -64,10 +64,11 @@ var ErrUpgrade = errors.New("lockx: cannot upgrade a read lock to a write lock")
 //
 // Tokens: a write grant returns a new fencing token, strictly greater than
 // every token issued earlier for the key in either mode. A read grant returns
-// the key's current token — that of the latest write granted (or a fresh
-// token if the key has none yet) — so it names the write whose result the
-// reader may observe; readers of one epoch share it and no writer with a
-// greater token can be granted while they hold.
+// the key's read epoch: the token of the latest write while the key is in
+// use, or a fresh token (greater than every earlier one) once the key has
+// been idle. Readers of one epoch share it; it is at least the token of every
+// write that completed before the reader entered, and no writer with a
+// greater token can be granted while the reader holds.
 //
 // A Backend that also implements Notifier wakes waiters of a read/write key
 // through Watch on the same key string: a release wakes the waiters that can
