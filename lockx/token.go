@@ -1,9 +1,6 @@
 package lockx
 
-import (
-	"math"
-	"strconv"
-)
+import "strconv"
 
 // Token is a fencing token: every change of ownership of a key yields a token
 // strictly greater than every token issued earlier for that key. A resource
@@ -46,13 +43,4 @@ func ParseToken(s string) (Token, error) {
 		return 0, &ArgError{Arg: "token", Reason: "zero"}
 	}
 	return Token(v), nil
-}
-
-// tokenFromFloat converts a backend's numeric token, rejecting values a
-// backend must never produce.
-func tokenFromFloat(f float64) (Token, bool) {
-	if f < 1 || f > float64(MaxToken) || f != math.Trunc(f) {
-		return 0, false
-	}
-	return Token(f), true
 }
