@@ -10,4 +10,6 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // stores lists the fence stores every end-to-end test runs against.
-func stores(t *testing.T) []fencetest.Store { return fencetest.Stores(fencetest.Redis) }
+func stores(t *testing.T) []fencetest.Store {
+	return fencetest.Stores(fencetest.Redis)
+}

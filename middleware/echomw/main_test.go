@@ -10,4 +10,6 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // stores lists the fence stores the Kleppmann scenario runs against.
-func stores(t *testing.T) []fencetest.Store { return fencetest.Stores(fencetest.Redis) }
+func stores(t *testing.T) []fencetest.Store {
+	return fencetest.Stores(fencetest.Redis)
+}

@@ -53,7 +53,9 @@ func (NoopStore) Fence(context.Context, string, lockx.Token) error { return nil 
 // Store names a FenceStore factory for the scenario.
 type Store struct {
 	Name string
-	New  func(t *testing.T) lockx.FenceStore
+	// New returns the store and, to have the same system issue the
+	// scenario's tokens, a lock backend (nil: memlock).
+	New func(t *testing.T) (lockx.FenceStore, lockx.Backend)
 	// Protects is false for NoopStore: the scenario must then see the stale
 	// write win, which proves that it really exercises the check.
 	Protects bool
@@ -63,8 +65,8 @@ type Store struct {
 // extra (Redis, PostgreSQL …).
 func Stores(extra ...Store) []Store {
 	return append([]Store{
-		{Name: "memlock", New: func(*testing.T) lockx.FenceStore { return memlock.NewFenceStore() }, Protects: true},
-		{Name: "noop", New: func(*testing.T) lockx.FenceStore { return NoopStore{} }, Protects: false},
+		{Name: "memlock", New: func(*testing.T) (lockx.FenceStore, lockx.Backend) { return memlock.NewFenceStore(), nil }, Protects: true},
+		{Name: "noop", New: func(*testing.T) (lockx.FenceStore, lockx.Backend) { return NoopStore{}, nil }, Protects: false},
 	}, extra...)
 }
 
@@ -85,13 +87,10 @@ func Kleppmann(t *testing.T, server Server, stores []Store) {
 	for _, st := range stores {
 		t.Run(st.Name, func(t *testing.T) {
 			docs := NewDocs()
-			store := st.New(t)
+			store, lb := st.New(t)
 			srv := httptest.NewServer(server(store, docs))
 			defer srv.Close()
-			// A store that is also a lock backend (redislock, pglock)
-			// issues the tokens too: the scenario then runs on one system.
-			lb, ok := store.(lockx.Backend)
-			if !ok {
+			if lb == nil {
 				lb = memlock.New()
 			}
 			runKleppmann(t, srv.URL, docs, lb, st.Protects)
@@ -128,7 +127,7 @@ func runKleppmann(t *testing.T, url string, docs *Docs, lb lockx.Backend, protec
 	key := "docs/" + id
 
 	// A: short explicit lease, no watchdog — nothing will renew it.
-	a, err := locks.Acquire(ctx, key, lockx.WithLease(50*time.Millisecond))
+	a, err := locks.Acquire(ctx, key, lockx.WithLease(250*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +143,11 @@ func runKleppmann(t *testing.T, url string, docs *Docs, lb lockx.Backend, protec
 		status, body, err := put(lockx.ContextWithLock(ctx, a), aClient, url+"/docs/"+id, "written by A")
 		aDone <- result{status, body, err}
 	}()
-	<-st.stamped
+	select {
+	case <-st.stamped:
+	case r := <-aDone: // the lease ran out before A even sent: too slow a machine
+		t.Fatalf("A's write ended before its pause (%d %s %v); lease too short for this machine", r.status, r.body, r.err)
+	}
 	<-a.Lost() // A's lease runs out during the pause
 
 	b, err := locks.Acquire(ctx, key, lockx.WithWait(5*time.Second))

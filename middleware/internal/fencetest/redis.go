@@ -14,7 +14,11 @@ import (
 
 // Redis is the redislock fence store on the machine's Redis, under a fresh
 // prefix whose keys are deleted at cleanup (fence keys never expire).
-var Redis = Store{Name: "redis", New: func(t *testing.T) lockx.FenceStore { return RedisBackend(t) }, Protects: true}
+// redislock issues the scenario's tokens too.
+var Redis = Store{Name: "redis", New: func(t *testing.T) (lockx.FenceStore, lockx.Backend) {
+	b := RedisBackend(t)
+	return b, b
+}, Protects: true}
 
 // RedisBackend returns a redislock.Backend on the machine's Redis under a
 // fresh prefix, closed and cleaned up at the end of t.
