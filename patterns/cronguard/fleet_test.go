@@ -20,8 +20,10 @@ type fleet struct {
 	period   time.Duration
 	triggers int
 	skews    []float64 // fraction of the period each instance's clock is ahead
-	// how an instance tells the guard which trigger it fires for
-	mode    string // "scheduled" (RunAt), "now" (RunNow, own clock), "backend" (UsingBackendTime)
+	// how an instance tells the guard which trigger it fires for:
+	// "scheduled" (RunAt), "now" (RunNow, own clock), "backend"
+	// (UsingBackendTime), "atleastonce" (RunAt under AtLeastOnce)
+	mode    string
 	jobTime time.Duration
 	opts    []cronguard.Option
 
@@ -85,8 +87,11 @@ func (f *fleet) run(t *testing.T, name string, clients []*lockx.Client) time.Tim
 		opts := append([]cronguard.Option{cronguard.Every(f.period), cronguard.WithClock(clock),
 			cronguard.WithInstance(fmt.Sprintf("i%d(%+v)", i, skew)), cronguard.WithStore(f.store),
 			cronguard.OnSkip(f.onSkip)}, f.opts...)
-		if f.mode == "backend" {
+		switch f.mode {
+		case "backend":
 			opts = append(opts, cronguard.UsingBackendTime())
+		case "atleastonce":
+			opts = append(opts, cronguard.WithDelivery(cronguard.AtLeastOnce))
 		}
 		job, err := cronguard.Guard(locks, name, f.job, opts...)
 		if err != nil {
@@ -105,7 +110,7 @@ func (f *fleet) run(t *testing.T, name string, clients []*lockx.Client) time.Tim
 				go func() {
 					defer runs.Done()
 					var err error
-					if f.mode == "scheduled" {
+					if f.mode == "scheduled" || f.mode == "atleastonce" {
 						err = job.RunAt(context.Background(), scheduled)
 					} else {
 						err = job.RunNow(context.Background())
@@ -122,17 +127,44 @@ func (f *fleet) run(t *testing.T, name string, clients []*lockx.Client) time.Tim
 }
 
 // checkOnce asserts that every trigger ran exactly once and nothing else ran.
+//
+// When the instances name the trigger by a clock read as they fire (modes
+// "now" and "backend"), a timer late by half a period — a test process
+// paused for 125 ms on a loaded machine — names the next trigger instead.
+// That can never run a trigger twice (the key is the trigger), but if every
+// instance is paused at once a trigger runs nowhere. For those modes a few
+// missed triggers are logged, not failed; at most once is still strict.
 func (f *fleet) checkOnce(t *testing.T, first time.Time) {
 	t.Helper()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	lenient := f.mode == "now" || f.mode == "backend"
+	var missed []int
 	for k := range f.triggers {
 		trig := first.Add(time.Duration(k) * f.period).UnixNano()
-		if n := f.runs[trig]; n != 1 {
+		n := f.runs[trig]
+		if n == 0 && lenient {
+			missed = append(missed, k)
+			continue
+		}
+		if n != 1 {
 			t.Errorf("%s: trigger %d (%v): ran %d times, skips %v", f.name, k, time.Unix(0, trig).Format("15:04:05.000"), n, f.skips[trig])
 		}
 	}
-	f.checkNoStray(t, first)
+	if len(missed) > 0 {
+		t.Logf("%s: triggers %v ran nowhere: every instance fired more than half a period late", f.name, missed)
+		if len(missed) > f.triggers/10 {
+			t.Errorf("%s: %d of %d triggers ran nowhere", f.name, len(missed), f.triggers)
+		}
+	}
+	if !lenient {
+		f.checkNoStray(t, first)
+	}
+	for trig, n := range f.runs {
+		if n > 1 {
+			t.Errorf("%s: trigger %v ran %d times", f.name, time.Unix(0, trig).Format("15:04:05.000"), n)
+		}
+	}
 }
 
 // checkNoStray fails on runs of triggers outside the test's range (a
@@ -210,7 +242,14 @@ func fleetSuite(t *testing.T, newClient func(t *testing.T) *lockx.Client, trigge
 			f.jobTime = time.Millisecond
 			// A run stalled past the period on a loaded machine would make the
 			// next trigger an Overlap skip: that is tested by SlowJob.
-			f.opts = []cronguard.Option{cronguard.AllowOverlap()}
+			// Claims kept for 8 periods (2 s) tolerate a test process paused
+			// for well over a second on a loaded machine; the key names the
+			// trigger, so that costs nothing.
+			f.opts = []cronguard.Option{cronguard.AllowOverlap(),
+				cronguard.AtLeastFor(8 * period), cronguard.AtMostFor(8 * period)}
+			if mode == "atleastonce" {
+				f.opts = append(f.opts, cronguard.RenewedLease(8*period))
+			}
 			if mode == "backend" {
 				// Naming the trigger by the store's clock tolerates a firing
 				// offset (clock skew + timer delay) below half a period: with
@@ -227,7 +266,7 @@ func fleetSuite(t *testing.T, newClient func(t *testing.T) *lockx.Client, trigge
 	scenarios = append(scenarios, func() {
 		f := newFleet("SlowJob/SkipOverlap", period, triggers/2, "scheduled")
 		f.jobTime = period * 3 / 2
-		f.opts = []cronguard.Option{cronguard.AtMostFor(4 * period)}
+		f.opts = []cronguard.Option{cronguard.AtMostFor(8 * period)}
 		first := f.run(t, jobName(t), clients())
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -256,7 +295,7 @@ func fleetSuite(t *testing.T, newClient func(t *testing.T) *lockx.Client, trigge
 	}, func() {
 		f := newFleet("SlowJob/AllowOverlap", period, triggers/2, "scheduled")
 		f.jobTime = period * 3 / 2
-		f.opts = []cronguard.Option{cronguard.AtMostFor(4 * period), cronguard.AllowOverlap()}
+		f.opts = []cronguard.Option{cronguard.AtLeastFor(8 * period), cronguard.AtMostFor(8 * period), cronguard.AllowOverlap()}
 		first := f.run(t, jobName(t), clients())
 		f.checkOnce(t, first)
 		if f.maxActive < 2 {

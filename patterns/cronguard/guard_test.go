@@ -50,6 +50,8 @@ func TestGuardBadInput(t *testing.T) {
 		{"negative AtMostFor", locks, "j", nop, []cronguard.Option{cronguard.Every(time.Minute), cronguard.AtMostFor(-1)}, "AtMostFor"},
 		{"backend time without Clock", coarse, "j", nop, []cronguard.Option{cronguard.Every(time.Minute), cronguard.UsingBackendTime()}, "UsingBackendTime"},
 		{"AtLeastOnce without store", locks, "j", nop, []cronguard.Option{cronguard.Every(time.Minute), cronguard.WithDelivery(cronguard.AtLeastOnce)}, "store"},
+		{"RenewedLease > AtMostFor", locks, "j", nop, []cronguard.Option{cronguard.Every(time.Minute), cronguard.AtMostFor(time.Minute),
+			cronguard.RenewedLease(2 * time.Minute)}, "RenewedLease"},
 		{"unknown delivery", locks, "j", nop, []cronguard.Option{cronguard.Every(time.Minute), cronguard.WithDelivery(7)}, "delivery"},
 		{"nil clock", locks, "j", nop, []cronguard.Option{cronguard.Every(time.Minute), cronguard.WithClock(nil)}, "clock"},
 		{"empty instance", locks, "j", nop, []cronguard.Option{cronguard.Every(time.Minute), cronguard.WithInstance("")}, "instance"},

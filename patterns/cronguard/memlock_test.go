@@ -26,7 +26,7 @@ func memClients(b *memlock.Backend) func(t *testing.T) *lockx.Client {
 
 func TestFleetMemlock(t *testing.T) {
 	t.Parallel()
-	fleetSuite(t, memClients(memlock.New()), 40, "scheduled", "now", "backend")
+	fleetSuite(t, memClients(memlock.New()), 40, "scheduled", "now", "backend", "atleastonce")
 }
 
 // killable stands for a runner's process: once killed, nothing it sends

@@ -44,6 +44,7 @@ type config struct {
 	onSkip      func(*SkipError)
 	delivery    Delivery
 	overlap     bool
+	renewed     time.Duration
 	logger      *slog.Logger
 	err         error
 
@@ -178,6 +179,19 @@ func WithDelivery(d Delivery) Option {
 	}
 }
 
+// RenewedLease sets, under AtLeastOnce, the lease the watchdog renews while
+// a trigger runs: a runner that dies is replaced about d later, and a
+// runner paused (or cut off from the store) for longer than d loses its
+// claim and may see the trigger run again. Default: a quarter of the
+// period, at least 1 s and at most 30 s and AtMostFor.
+func RenewedLease(d time.Duration) Option {
+	return func(c *config) {
+		if positive(c, "RenewedLease", d) {
+			c.renewed = d
+		}
+	}
+}
+
 // AllowOverlap lets a trigger run while a previous trigger's run of the
 // same job is still running (on any instance). By default such a trigger
 // is skipped with reason Overlap, as ShedLock's single lock would.
@@ -245,6 +259,13 @@ func build(locks *lockx.Client, job string, opts []Option) (config, error) {
 	// period, long enough (1 s) that a renewal delayed by a loaded machine
 	// or network is not taken for a death.
 	c.runnerTTL = min(max(c.period/4, time.Second), lockx.DefaultLease, c.atMost)
+	if c.renewed > 0 {
+		if c.renewed > c.atMost {
+			c.fail("RenewedLease", fmt.Sprintf("%v is longer than AtMostFor %v", c.renewed, c.atMost))
+			return c, c.err
+		}
+		c.runnerTTL = c.renewed
+	}
 	if c.store == nil {
 		c.store = NewMemStore(0)
 	}
