@@ -34,14 +34,17 @@ func (b *Backend) fenceKey(resource string) string {
 }
 
 // Fence implements lockx.FenceStore with one script call: GET, compare and
-// SET of the resource's fence key. A Backend is a fence store on its own —
+// SET of the resource's fence key. Like the lock scripts it goes through the
+// autopipeliner (WithAutoPipeline), so concurrent checks share round trips. A Backend is a fence store on its own —
 // the resource need not be locked through Redis — and several services share
 // fences by sharing the prefix.
 func (b *Backend) Fence(ctx context.Context, resource string, token lockx.Token) error {
 	if err := b.fenceArgs(ctx, resource, token); err != nil {
 		return err
 	}
-	seen, err := fenceScript.Run(ctx, b.rdb, []string{b.fenceKey(resource)}, uint64(token)).Int64()
+	c := &call{}
+	c.args[2], c.args[3], c.args[4] = "1", b.fenceKey(resource), uint64(token)
+	seen, err := eval(ctx, b.run, fenceScript, c, 5)
 	if err != nil {
 		return b.fail(ctx, "fence", err)
 	}
@@ -74,7 +77,10 @@ func (b *Backend) FencedSet(ctx context.Context, resource string, token lockx.To
 	if _, cluster := b.rdb.(*redis.ClusterClient); cluster && hashTag(key) != hashTag(fk) {
 		return &lockx.ArgError{Arg: "key", Reason: fmt.Sprintf("on Redis Cluster it must carry the hash tag {%s} of the resource", hashTag(fk))}
 	}
-	seen, err := fencedSetScript.Run(ctx, b.rdb, []string{fk, key}, uint64(token), value, millis(ttl)).Int64()
+	c := &call{}
+	c.args[2], c.args[3], c.args[4] = "2", fk, key
+	c.args[5], c.args[6], c.args[7] = uint64(token), value, millis(ttl)
+	seen, err := eval(ctx, b.run, fencedSetScript, c, 8)
 	if err != nil {
 		return b.fail(ctx, "fenced set", err)
 	}
