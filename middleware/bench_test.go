@@ -5,8 +5,10 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/memlock"
@@ -96,4 +98,83 @@ func benchHTTP(b *testing.B, h http.Handler) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+}
+
+// BenchmarkFencingRatio runs the unchecked and the checked handler in
+// alternating rounds on one server and one connection pool (64 concurrent
+// connections), so that load from elsewhere on the machine falls on both
+// alike, and reports each one's throughput and their ratio (target ≥ 0.7).
+//
+//	go test -run '^$' -bench FencingRatio -benchtime 20000x ./middleware/
+func BenchmarkFencingRatio(b *testing.B) {
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	for _, st := range []struct {
+		name  string
+		store func(b *testing.B) lockx.FenceStore
+	}{
+		{"memlock", func(*testing.B) lockx.FenceStore { return memlock.NewFenceStore() }},
+		{"redis", func(b *testing.B) lockx.FenceStore { return fencetest.RedisBackend(b) }},
+	} {
+		b.Run(st.name, func(b *testing.B) {
+			variants := [2]http.Handler{handler, middleware.Fencing(st.store(b))(handler)}
+			var cur atomic.Pointer[http.Handler]
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*cur.Load()).ServeHTTP(w, r) }))
+			defer srv.Close()
+			tr := &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: 64}
+			defer tr.CloseIdleConnections()
+			c := &http.Client{Transport: tr}
+			const conns, rounds = 64, 10
+			base := client.Add(conns)
+			var tokens [conns]lockx.Token
+			var elapsed [2]time.Duration
+			per := b.N/rounds + 1
+			b.ResetTimer()
+			for round := 0; round < rounds; round++ {
+				for i := 0; i < 2; i++ {
+					v := (round + i) % 2 // alternate which variant goes first
+					cur.Store(&variants[v])
+					elapsed[v] += loadRound(b, c, srv.URL, base, tokens[:], per)
+				}
+			}
+			n := float64(per * rounds)
+			unchecked, checked := n/elapsed[0].Seconds(), n/elapsed[1].Seconds()
+			b.ReportMetric(unchecked, "unchecked-req/s")
+			b.ReportMetric(checked, "checked-req/s")
+			b.ReportMetric(checked/unchecked, "ratio")
+		})
+	}
+}
+
+// loadRound sends n PUTs over len(tokens) concurrent connections, each
+// client with its own resource and rising tokens, and returns the time taken.
+func loadRound(b *testing.B, c *http.Client, url string, base int64, tokens []lockx.Token, n int) time.Duration {
+	var left atomic.Int64
+	left.Store(int64(n))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for g := range tokens {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := "bench/" + strconv.FormatInt(base+int64(g), 10)
+			for left.Add(-1) >= 0 {
+				tokens[g]++
+				req, _ := http.NewRequest("PUT", url, http.NoBody)
+				req.Header.Set("Lock-Key", key)
+				req.Header.Set("Fencing-Token", tokens[g].String())
+				resp, err := c.Do(req)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusNoContent {
+					b.Errorf("status %d", resp.StatusCode)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return time.Since(start)
 }
