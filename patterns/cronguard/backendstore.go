@@ -62,9 +62,23 @@ func recordKey(kind, job string, trigger time.Time) string {
 }
 
 const (
-	doneKind = "cronrun:"
-	lostKind = "cronlost:"
+	doneKind  = "cronrun:"
+	lostKind  = "cronlost:"
+	startKind = "cronstart:"
 )
+
+// begin marks trigger as started by r's runner for ttl, unless a start is
+// marked already: a durable claim beside the lock, for backends whose locks
+// do not outlive their holder's process (pglock's session advisory locks)
+// or may be lost in a failover (Redis). It reports whether r's mark won.
+func (s *BackendStore) begin(ctx context.Context, r Run, ttl time.Duration) (bool, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return false, fmt.Errorf("cronguard: encode record: %w", err)
+	}
+	_, won, err := s.rs.SaveResult(ctx, recordKey(startKind, r.Job, r.Trigger), lockx.Outcome{Value: b, Created: time.Now()}, ttl)
+	return won, err
+}
 
 // Record implements Store.
 func (s *BackendStore) Record(ctx context.Context, r Run) error {

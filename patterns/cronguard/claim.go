@@ -120,6 +120,9 @@ func (cl *Claim) claimLeased(ctx context.Context) error {
 		return c.skip(cl.trigger, Taken, nil)
 	}
 	cl.token = res.Token
+	if err := cl.durable(ctx); err != nil {
+		return err
+	}
 	if c.cfg.overlap {
 		return nil
 	}
@@ -138,6 +141,35 @@ func (cl *Claim) claimLeased(ctx context.Context) error {
 		return c.skip(cl.trigger, Unavailable, err)
 	}
 	return c.skip(cl.trigger, Overlap, nil)
+}
+
+// durable backs an AtMostOnce claim with the outcome store when that is a
+// BackendStore: a start mark that lives AtMostFor whatever happens to the
+// lock, and the done record after it. A lock freed early — its holder's
+// PostgreSQL session died, a Redis failover lost it — then still cannot let
+// a late instance run the trigger again. The lock stays taken for
+// AtLeastFor either way.
+func (cl *Claim) durable(ctx context.Context) error {
+	c := cl.c
+	bs, ok := c.cfg.store.(*BackendStore)
+	if !ok {
+		return nil
+	}
+	won, err := bs.begin(ctx, Run{Job: c.job, Trigger: cl.trigger, Instance: c.cfg.instance, Token: cl.token, Started: cl.started}, c.cfg.atMost)
+	if err == nil && won {
+		_, ok, err = bs.Find(ctx, c.job, cl.trigger)
+		if err == nil && !ok {
+			return nil
+		}
+	}
+	cl.retain()
+	switch {
+	case err != nil:
+		return c.skip(cl.trigger, Unavailable, err)
+	case !won:
+		return c.skip(cl.trigger, Taken, nil)
+	}
+	return c.skip(cl.trigger, Done, nil)
 }
 
 // claimRenewed takes the trigger through the Client with a short lease the

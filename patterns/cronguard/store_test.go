@@ -3,6 +3,7 @@ package cronguard_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,4 +86,68 @@ func TestBackendStoreRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	testStore(t, locks, store)
+}
+
+// amnesiac is a lock backend that has lost every lock: each attempt is
+// granted, as after a Redis failover or when the holder's PostgreSQL session
+// died.
+type amnesiac struct {
+	lockx.Backend
+	token atomic.Uint64
+}
+
+func (a *amnesiac) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+	return lockx.Result{Acquired: true, Token: lockx.Token(a.token.Add(1)), TTL: req.Lease}, nil
+}
+
+// With a BackendStore, an AtMostOnce claim survives the loss of its lock:
+// the start mark refuses a late instance while the run may still go on, and
+// the done record after it.
+func TestDurableClaimSurvivesLostLock(t *testing.T) {
+	t.Parallel()
+	b := memlock.New()
+	store, err := cronguard.NewBackendStore(b, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trig := time.Now().Truncate(time.Second)
+	release := make(chan struct{})
+	var runs atomic.Int32
+	guard := func(name string, block bool) *cronguard.Job {
+		locks := lockx.New(&amnesiac{Backend: b})
+		t.Cleanup(func() { _ = locks.Close() })
+		j, err := cronguard.Guard(locks, "durable", func(context.Context) error {
+			runs.Add(1)
+			if block {
+				<-release
+			}
+			return nil
+		}, cronguard.Every(time.Second), cronguard.AtMostFor(300*time.Millisecond),
+			cronguard.WithStore(store), cronguard.WithInstance(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	a, late := guard("a", true), guard("late", false)
+	done := make(chan error)
+	go func() { done <- a.RunAt(context.Background(), trig) }()
+	for runs.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	var se *cronguard.SkipError
+	if err := late.RunAt(context.Background(), trig); !errors.As(err, &se) || se.Reason != cronguard.Taken {
+		t.Errorf("while a runs: %v, want a Taken skip", err)
+	}
+	close(release)
+	if err := <-done; err != nil && !errors.Is(err, lockx.ErrLost) { // the lock was lost, and is reported so
+		t.Fatal(err)
+	}
+	time.Sleep(350 * time.Millisecond) // the start mark (AtMostFor) is gone; the record is not
+	if err := late.RunAt(context.Background(), trig); !errors.As(err, &se) || se.Reason != cronguard.Done {
+		t.Errorf("after a's run: %v, want a Done skip", err)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Errorf("ran %d times, want 1", n)
+	}
 }
