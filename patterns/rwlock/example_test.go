@@ -83,3 +83,19 @@ func ExampleRW_RLock() {
 	fmt.Println(r.Context().Err() == nil)
 	// Output: true
 }
+
+func ExampleRW_RDo() {
+	locks := lockx.New(memlock.New())
+	defer locks.Close()
+	rw := rwlock.New(locks)
+
+	err := rw.RDo(context.Background(), "catalog", func(ctx context.Context) error {
+		// ctx is cancelled if the read lock is lost.
+		fmt.Println("reading")
+		return nil
+	})
+	fmt.Println(err)
+	// Output:
+	// reading
+	// <nil>
+}

@@ -122,3 +122,38 @@ func (rw *RW) acquire(ctx context.Context, mode lockx.RWMode, key string, opts [
 	}
 	return rw.c.TryAcquireGrant(ctx, key, ops, opts...)
 }
+
+// RDo runs fn under a read lock on key: it acquires (waiting as RLock does),
+// runs fn with a context that is cancelled if the read lock is lost or ctx
+// ends, and releases. If the lock was lost while fn ran, the error matches
+// lockx.ErrLost (joined with fn's error).
+func (rw *RW) RDo(ctx context.Context, key string, fn func(context.Context) error, opts ...lockx.Option) error {
+	return rw.do(ctx, lockx.ModeRead, key, fn, opts)
+}
+
+// Do runs fn under the write lock on key, as RDo does under a read lock.
+func (rw *RW) Do(ctx context.Context, key string, fn func(context.Context) error, opts ...lockx.Option) error {
+	return rw.do(ctx, lockx.ModeWrite, key, fn, opts)
+}
+
+func (rw *RW) do(ctx context.Context, mode lockx.RWMode, key string, fn func(context.Context) error, opts []lockx.Option) error {
+	if fn == nil {
+		return &lockx.KeyError{Op: "do", Key: key, Err: &lockx.ArgError{Arg: "fn", Reason: "nil"}}
+	}
+	g, err := rw.acquire(ctx, mode, key, opts, true)
+	if err != nil {
+		return err
+	}
+	return runUnder(ctx, g, fn)
+}
+
+// runUnder runs fn under g's context joined with ctx's cancellation, then
+// releases g.
+func runUnder(ctx context.Context, g *lockx.Grant, fn func(context.Context) error) error {
+	fctx, cancel := context.WithCancelCause(g.Context())
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	ferr := fn(fctx)
+	stop()
+	cancel(nil)
+	return errors.Join(ferr, g.Release(context.WithoutCancel(ctx)))
+}

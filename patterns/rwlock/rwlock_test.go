@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/patterns/rwlock"
 )
 
@@ -29,5 +31,30 @@ func TestUnsupportedBackend(t *testing.T) {
 func TestDowngradeNil(t *testing.T) {
 	if _, err := rwlock.New(nil).Downgrade(context.Background(), nil); !errors.Is(err, lockx.ErrNotHeld) {
 		t.Fatalf("Downgrade(nil) = %v, want ErrNotHeld", err)
+	}
+}
+
+func TestDoLost(t *testing.T) {
+	b := memlock.New()
+	c := lockx.New(b)
+	defer c.Close()
+	rw := rwlock.New(c)
+	ctx := context.Background()
+	err := rw.RDo(ctx, "k", func(fctx context.Context) error {
+		owner, _ := lockx.OwnerFromContext(fctx)
+		if err := b.ReleaseRW(ctx, lockx.ModeRead, "k", owner); err != nil {
+			return err
+		}
+		<-fctx.Done() // the renewer notices at its next renewal
+		return context.Cause(fctx)
+	}, lockx.WithWatchdog(150*time.Millisecond))
+	if !errors.Is(err, lockx.ErrLost) {
+		t.Fatalf("RDo with the lock taken away = %v, want ErrLost", err)
+	}
+	if err := rw.Do(ctx, "k", nil); !errors.Is(err, lockx.ErrInvalidArgument) {
+		t.Fatalf("Do(nil) = %v, want *ArgError", err)
+	}
+	if err := rw.Do(ctx, "k", func(context.Context) error { return nil }); err != nil {
+		t.Fatalf("Do = %v", err)
 	}
 }

@@ -73,3 +73,20 @@ func ExampleSemaphore_SetLimit() {
 	// held permits kept: true
 	// still full: true
 }
+
+func ExampleSemaphore_Do() {
+	locks := lockx.New(memlock.New())
+	defer locks.Close()
+	sem := semaphore.New(locks, "crawler", 4)
+
+	err := sem.Do(context.Background(), func(ctx context.Context) error {
+		// At most 4 of these run at once, fleet-wide; ctx is cancelled if
+		// the permit is lost.
+		fmt.Println("fetching")
+		return nil
+	})
+	fmt.Println(err)
+	// Output:
+	// fetching
+	// <nil>
+}

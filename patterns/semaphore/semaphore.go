@@ -184,3 +184,23 @@ func (p *Permit) grant() *lockx.Grant {
 	}
 	return p.g
 }
+
+// Do takes one permit (waiting as Acquire does), runs fn with a context that
+// is cancelled if the permit is lost or ctx ends, and returns the permit. If
+// the permit was lost while fn ran, the error matches lockx.ErrLost (joined
+// with fn's error).
+func (s *Semaphore) Do(ctx context.Context, fn func(context.Context) error, opts ...lockx.Option) error {
+	if fn == nil {
+		return &lockx.KeyError{Op: "do", Key: s.key, Err: &lockx.ArgError{Arg: "fn", Reason: "nil"}}
+	}
+	p, err := s.acquire(ctx, 1, opts, true)
+	if err != nil {
+		return err
+	}
+	fctx, cancel := context.WithCancelCause(p.Context())
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	ferr := fn(fctx)
+	stop()
+	cancel(nil)
+	return errors.Join(ferr, p.Release(context.WithoutCancel(ctx)))
+}
