@@ -58,6 +58,7 @@ type watchSet struct{ m map[*watcher]struct{} }
 
 type watcher struct {
 	owner lockx.Owner
+	enc   string        // owner encoded as the lock scripts store it
 	ch    chan struct{} // capacity 1: a pending wake-up
 }
 
@@ -80,7 +81,7 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 	}
 	n := &b.n
 	lk := b.lockKey(key)
-	w := &watcher{owner: owner, ch: make(chan struct{}, 1)}
+	w := &watcher{owner: owner, enc: encodeOwner(owner), ch: make(chan struct{}, 1)}
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -226,6 +227,8 @@ func (n *notifier) wakeAll() {
 
 // dispatch routes one published payload "<len(owner)>:<owner><lock key>":
 // an empty owner wakes every watcher of the key, otherwise only that owner's.
+// The lock scripts name owners encoded, the pattern scripts (rw, semaphore)
+// as they are; either matches. (A false match would only cost a retry.)
 func (n *notifier) dispatch(p string) {
 	i := strings.IndexByte(p, ':')
 	if i <= 0 {
@@ -235,7 +238,7 @@ func (n *notifier) dispatch(p string) {
 	if err != nil || ln < 0 || ln > len(p)-i-1 {
 		return
 	}
-	owner := lockx.Owner(p[i+1 : i+1+ln])
+	owner := p[i+1 : i+1+ln]
 	lk := p[i+1+ln:]
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -244,7 +247,7 @@ func (n *notifier) dispatch(p string) {
 		return
 	}
 	for w := range set.m {
-		if owner == "" || w.owner == owner {
+		if owner == "" || string(w.owner) == owner || w.enc == owner {
 			w.wake()
 		}
 	}

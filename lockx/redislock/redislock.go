@@ -73,28 +73,34 @@ func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 	return b
 }
 
-// keys returns the lock hash of key and its two fair-queue keys. All three
-// share one hash tag: the user key in braces. A user key may contain braces
-// itself; Redis takes the tag from the first '{' (ours, as the prefix has
-// none) to the next '}', which is inside or right after the key, so the
-// suffixes never change the tag. Only a key starting with '}' would give an
-// empty tag (and no tag at all); such keys use the fixed tag "#" instead.
-// The three names are slices of one string: one allocation.
-func (b *Backend) keys(key string) (lk, q, d string) {
-	var s string
-	if len(key) > 0 && key[0] == '}' {
-		s = b.cfg.prefix + "#{#}" + key + ":qd"
-	} else {
-		s = b.cfg.prefix + "{" + key + "}:qd"
-	}
-	n := len(s) - 3
-	return s[:n], s[:n+2], s
+// keys returns the names of key's lock and of its fair queue (order and
+// data) and waiter-marks keys: "<prefix>{<key>}" and that with ":q", ":qd"
+// and ":w" appended. All four share one hash tag, the user key in braces. A
+// user key may contain braces itself; Redis takes the tag from the first '{'
+// (ours, as the prefix has none) to the next '}', which is inside or right
+// after the key, so the suffixes never change the tag. Only a key starting
+// with '}' would give an empty tag (and so no tag at all); such keys use the
+// fixed tag "#" instead: "<prefix>#{#}<key>".
+func (b *Backend) keys(key string) (lk, q, d, w string) {
+	c := b.newCall(key, "")
+	return c.lk, c.q, c.d, c.w
 }
 
-// lockKey returns the name of key's lock hash.
+// appendBase appends the lock key name of key (see keys).
+func appendBase(bs []byte, prefix, key string) []byte {
+	bs = append(bs, prefix...)
+	if len(key) > 0 && key[0] == '}' {
+		bs = append(bs, "#{#}"...)
+		return append(bs, key...)
+	}
+	bs = append(bs, '{')
+	bs = append(bs, key...)
+	return append(bs, '}')
+}
+
+// lockKey returns the name of key's lock.
 func (b *Backend) lockKey(key string) string {
-	lk, _, _ := b.keys(key)
-	return lk
+	return string(appendBase(make([]byte, 0, len(b.cfg.prefix)+len(key)+4), b.cfg.prefix, key))
 }
 
 // flagArgs are the pre-boxed flags argument of acquire.lua: 1 fair, 2 wait.
@@ -120,22 +126,19 @@ func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result,
 	if qttl <= 0 {
 		qttl = b.cfg.queueTTL
 	}
+	c := b.newCall(req.Key, req.Owner)
+	c.ms, c.qttl = millis(req.Lease), millis(qttl)
+	c.args[2], c.args[4], c.args[5], c.args[6] = "4", &c.q, &c.d, &c.w
+	c.args[7], c.args[8], c.args[9], c.args[10], c.args[11] = &c.owner, &c.ms, flagArgs[flags], &c.qttl, b.idArg
+	n := 10 // the queue TTL and backend id matter only to a waiter
+	if req.Wait {
+		n = 12
+	}
 	var v int64
 	var err error
 	if b.cfg.replicas > 0 {
-		lk, q, d := b.keys(req.Key)
-		keys := []string{lk, q, d}
-		args := []any{string(req.Owner), millis(req.Lease), flagArgs[flags], millis(qttl), b.idArg}
-		v, err = b.acquireAcked(ctx, req, keys, args)
+		v, err = b.acquireAcked(ctx, req, c, n)
 	} else {
-		c := b.newCall(req.Key, req.Owner)
-		c.ms, c.qttl = millis(req.Lease), millis(qttl)
-		c.args[2], c.args[4], c.args[5] = "3", &c.q, &c.d
-		c.args[6], c.args[7], c.args[8], c.args[9], c.args[10] = &c.owner, &c.ms, flagArgs[flags], &c.qttl, b.idArg
-		n := 9 // the queue TTL and backend id matter only to a waiter
-		if req.Wait {
-			n = 11
-		}
 		v, err = eval(ctx, b.run, acquireScript, c, n)
 	}
 	if err != nil {
@@ -150,10 +153,10 @@ func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result,
 // acquireAcked runs the acquire script and WAIT in one pipeline on the
 // connection to the key's primary, and releases a grant that too few
 // replicas acknowledged.
-func (b *Backend) acquireAcked(ctx context.Context, req lockx.Request, keys []string, args []any) (int64, error) {
+func (b *Backend) acquireAcked(ctx context.Context, req lockx.Request, c *call, n int) (int64, error) {
 	var pipe redis.Pipeliner
 	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
-		node, err := cc.MasterForKey(ctx, keys[0])
+		node, err := cc.MasterForKey(ctx, c.lk)
 		if err != nil {
 			return 0, err
 		}
@@ -162,12 +165,14 @@ func (b *Backend) acquireAcked(ctx context.Context, req lockx.Request, keys []st
 		pipe = b.rdb.Pipeline()
 	}
 	var res, acked *redis.Cmd
-	for _, sha := range [2]bool{true, false} {
-		if sha {
-			res = pipe.EvalSha(ctx, acquireScript.Hash(), keys, args...)
-		} else {
-			res = pipe.Eval(ctx, acquireScript.src.(string), keys, args...)
+	for _, s := range [2]any{acquireScript.sha, acquireScript.src} {
+		c.args[0], c.args[1] = "evalsha", s
+		if s == acquireScript.src {
+			c.args[0] = "eval"
 		}
+		res = redis.NewCmd(ctx, c.args[:n]...)
+		res.SetFirstKeyPos(3)
+		_ = pipe.Process(ctx, res)
 		acked = pipe.Do(ctx, "wait", b.cfg.replicas, b.cfg.ackTimeout.Milliseconds())
 		_, _ = pipe.Exec(ctx)
 		if !isNoScript(res.Err()) {
@@ -178,8 +183,8 @@ func (b *Backend) acquireAcked(ctx context.Context, req lockx.Request, keys []st
 	if err != nil || v <= 0 {
 		return v, err
 	}
-	n, err := acked.Int64()
-	if err == nil && n >= int64(b.cfg.replicas) {
+	got, err := acked.Int64()
+	if err == nil && got >= int64(b.cfg.replicas) {
 		return v, nil
 	}
 	// Not acknowledged: take the grant back (owner-checked) and fail closed.
@@ -189,7 +194,7 @@ func (b *Backend) acquireAcked(ctx context.Context, req lockx.Request, keys []st
 	if err != nil {
 		return 0, fmt.Errorf("redislock: replica acknowledgement: %w", err)
 	}
-	return 0, fmt.Errorf("redislock: grant acknowledged by %d of %d replicas within %v", n, b.cfg.replicas, b.cfg.ackTimeout)
+	return 0, fmt.Errorf("redislock: grant acknowledged by %d of %d replicas within %v", got, b.cfg.replicas, b.cfg.ackTimeout)
 }
 
 // Extend implements lockx.Backend.
@@ -223,9 +228,9 @@ func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) er
 		return err
 	}
 	c := b.newCall(key, owner)
-	c.args[2], c.args[4], c.args[5] = "3", &c.q, &c.d
-	c.args[6], c.args[7], c.args[8] = &c.owner, b.tombArg, b.chpfArg
-	v, err := eval(ctx, b.run, releaseScript, c, 9)
+	c.args[2], c.args[4], c.args[5], c.args[6] = "4", &c.q, &c.d, &c.w
+	c.args[7], c.args[8], c.args[9] = &c.owner, b.tombArg, b.chpfArg
+	v, err := eval(ctx, b.run, releaseScript, c, 10)
 	if err != nil {
 		return b.fail(ctx, "release", err)
 	}
@@ -279,9 +284,9 @@ func (b *Backend) ExtendMany(ctx context.Context, reqs []lockx.ExtendRequest) []
 			r := reqs[i]
 			keys := []string{b.lockKey(r.Key)}
 			if sha {
-				cmds[i] = pipe.EvalSha(ctx, extendScript.Hash(), keys, string(r.Owner), millis(r.Lease))
+				cmds[i] = pipe.EvalSha(ctx, extendScript.Hash(), keys, encodeOwner(r.Owner), millis(r.Lease))
 			} else {
-				cmds[i] = pipe.Eval(ctx, extendScript.src.(string), keys, string(r.Owner), millis(r.Lease))
+				cmds[i] = pipe.Eval(ctx, extendScript.src.(string), keys, encodeOwner(r.Owner), millis(r.Lease))
 			}
 		}
 		_, _ = pipe.Exec(ctx)

@@ -2,7 +2,10 @@ package redislock_test
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -109,7 +112,7 @@ func TestTokensMonotonic(t *testing.T) {
 		t.Fatal(err)
 	}
 	ahead := int64(last) + int64(time.Hour/time.Microsecond)
-	rdb.HSet(ctx, lk, "t", ahead)
+	rdb.Set(ctx, lk, tokenBytes(ahead), time.Second)
 	if tok := next("within the tombstone window", time.Second); int64(tok) != ahead+1 {
 		t.Fatalf("token %d, want tombstone+1 = %d", tok, ahead+1)
 	}
@@ -117,8 +120,8 @@ func TestTokensMonotonic(t *testing.T) {
 	if err := releaseAny(ctx, rdb, b, lk); err != nil {
 		t.Fatal(err)
 	}
-	if fields, _ := rdb.HKeys(ctx, lk).Result(); len(fields) != 1 || fields[0] != "t" {
-		t.Fatalf("tombstone fields %v, want [t]", fields)
+	if v, _ := rdb.Get(ctx, lk).Result(); v != tokenBytes(ahead+1) {
+		t.Fatalf("tombstone %q, want the last token alone", v)
 	}
 	if d, _ := rdb.PTTL(ctx, lk).Result(); d <= 0 || d > 300*time.Millisecond {
 		t.Fatalf("tombstone PTTL %v, want within 300ms", d)
@@ -137,12 +140,26 @@ func TestTokensMonotonic(t *testing.T) {
 
 // releaseAny releases lk whoever holds it, as its holder would.
 func releaseAny(ctx context.Context, rdb *redis.Client, b *redislock.Backend, lk string) error {
-	o, err := rdb.HGet(ctx, lk, "o").Result()
+	v, err := rdb.Get(ctx, lk).Result()
 	if err != nil {
 		return err
 	}
+	o, _ := splitLock(v)
 	key := lk[len(lk)-2 : len(lk)-1] // "<prefix>{k}" → "k"
-	return b.Release(ctx, key, lockx.Owner(o))
+	return b.Release(ctx, key, lockx.Owner(hex.EncodeToString([]byte(o))))
+}
+
+// splitLock splits a lock value into the encoded owner and the token.
+func splitLock(v string) (owner string, token int64) {
+	if len(v) < 8 {
+		return "", 0
+	}
+	return v[:len(v)-8], int64(math.Float64frombits(binary.BigEndian.Uint64([]byte(v[len(v)-8:]))))
+}
+
+// tokenBytes is a token as the lock value stores it.
+func tokenBytes(tok int64) string {
+	return string(binary.BigEndian.AppendUint64(nil, math.Float64bits(float64(tok))))
 }
 
 func TestDataModel(t *testing.T) {
@@ -153,13 +170,20 @@ func TestDataModel(t *testing.T) {
 	lk := prefix + "{order:42}"
 	a, w := lockx.NewOwner(), lockx.NewOwner()
 	mustGrant(t, b, req("order:42", a, 5*time.Second))
-	// Uncontended: one small hash, nothing else.
+	// Uncontended: one string, the owner's 16 bytes and the token.
 	if keys, _ := rdb.Keys(ctx, prefix+"*").Result(); len(keys) != 1 || keys[0] != lk {
 		t.Fatalf("keys of a held lock: %v, want [%s]", keys, lk)
 	}
-	h, _ := rdb.HGetAll(ctx, lk).Result()
-	if len(h) != 2 || h["o"] != string(a) || h["t"] == "" {
-		t.Fatalf("lock hash %v", h)
+	v, _ := rdb.Get(ctx, lk).Result()
+	if o, tok := splitLock(v); hex.EncodeToString([]byte(o)) != string(a) || tok <= 0 || len(v) != 24 {
+		t.Fatalf("lock value %q", v)
+	}
+	// A waiting backend leaves a mark while the key is contended.
+	wr := req("order:42", lockx.NewOwner(), time.Second)
+	wr.Wait = true
+	mustRefuse(t, b, wr)
+	if d, _ := rdb.PTTL(ctx, lk+":w").Result(); d <= 5*time.Second || d > 7*time.Second {
+		t.Fatalf("PTTL(marks) = %v, want about the lease + 1s", d)
 	}
 	// A fair waiter: the queue keys appear, with an expiry.
 	r := req("order:42", w, time.Second)
@@ -173,9 +197,21 @@ func TestDataModel(t *testing.T) {
 	if err := b.Release(ctx, "order:42", a); err != nil {
 		t.Fatal(err)
 	}
+	if n, _ := rdb.Exists(ctx, lk+":w").Result(); n != 1 {
+		t.Fatalf("marks consumed by a release to the fair queue's head")
+	}
 	mustGrant(t, b, r) // the head takes it and leaves the queue
 	if n, _ := rdb.Exists(ctx, lk+":q", lk+":qd").Result(); n != 0 {
 		t.Fatalf("queue keys left after the last waiter was granted")
+	}
+	if err := b.Release(ctx, "order:42", w); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := rdb.Exists(ctx, lk+":w").Result(); n != 0 {
+		t.Fatalf("marks left after a release woke them")
+	}
+	if v, _ := rdb.Get(ctx, lk).Result(); len(v) != 8 {
+		t.Fatalf("tombstone %q, want the 8-byte token", v)
 	}
 }
 
@@ -425,7 +461,10 @@ func TestReplicaAck(t *testing.T) {
 	b := backend(t, rdb, redislock.WithReplicaAck(1, 500*time.Millisecond))
 	a := lockx.NewOwner()
 	rdb.ScriptFlush(ctx) // the pipelined path recovers from NOSCRIPT too
-	mustGrant(t, b, req("k", a, 5*time.Second))
+	if res, err := b.Acquire(ctx, req("k", a, 5*time.Second)); err != nil || !res.Acquired {
+		info, _ := rdb.Info(ctx, "replication").Result()
+		t.Fatalf("Acquire = %+v, %v\n%s", res, err, info)
+	}
 	if err := b.Release(ctx, "k", a); err != nil {
 		t.Fatal(err)
 	}
@@ -445,13 +484,14 @@ func TestReplicaAck(t *testing.T) {
 	}
 }
 
-// waitOnline waits until master counts a replica as online: only then does
-// WAIT count its acknowledgements.
+// waitOnline waits until master counts a replica as online and has had an
+// acknowledgement from it: only then does WAIT count the replica (a replica
+// put online may still be loading the snapshot, acknowledging nothing).
 func waitOnline(t *testing.T, ctx context.Context, master *redis.Client) {
 	t.Helper()
 	for {
 		info, _ := master.Info(ctx, "replication").Result()
-		if strings.Contains(info, ",state=online,") {
+		if strings.Contains(info, ",state=online,") && !strings.Contains(info, ",offset=0,") {
 			return
 		}
 		if ctx.Err() != nil {

@@ -66,43 +66,38 @@ type processor interface {
 // values it points at, so that a call costs one allocation instead of one
 // per boxed argument and one per key name: arguments go in as pointers into
 // the call (go-redis writes *string and *int64 like their values), and the
-// key names are built in buf. Only on clients that route by key (Cluster)
-// does the first key go in as a string, because routing reads it as one.
+// key names and the encoded owner are built in buf. Only on clients that
+// route by key (Cluster) does the first key go in as a string, because
+// routing reads it as one.
 type call struct {
-	args     [11]any
-	lk, q, d string
-	owner    string
-	ms, qttl int64 // lease (or tombstone) and queue TTL in ms
-	buf      [128]byte
+	args        [12]any
+	lk, q, d, w string
+	owner       string // encoded (see appendOwner)
+	ms, qttl    int64  // lease (or tombstone) and queue TTL in ms
+	buf         [160]byte
 }
 
-// newCall returns a call whose key names are those of key (see keys) and
-// whose first key argument is set.
+// newCall returns a call with the key names of key (see keys), the encoded
+// owner and the first key argument set.
 func (b *Backend) newCall(key string, owner lockx.Owner) *call {
-	c := &call{owner: string(owner)}
+	c := &call{}
 	p := b.cfg.prefix
-	size := len(p) + len(key) + len("{}:qd")
-	if len(key) > 0 && key[0] == '}' {
-		size += len("#{#}") - len("{}")
-	}
+	size := 2*(len(p)+len(key)+len("#{#}")) + len(":qd:w") + len(owner) + 2
 	bs := c.buf[:0]
 	if size > len(c.buf) {
 		bs = make([]byte, 0, size)
 	}
-	bs = append(bs, p...)
-	if len(key) > 0 && key[0] == '}' {
-		bs = append(bs, "#{#}"...)
-		bs = append(bs, key...)
-	} else {
-		bs = append(bs, '{')
-		bs = append(bs, key...)
-		bs = append(bs, '}')
-	}
+	bs = appendBase(bs, p, key)
+	n := len(bs)
 	bs = append(bs, ":qd"...)
-	// The bytes are never written again: a string over them is immutable.
+	bs = appendBase(bs, p, key)
+	bs = append(bs, ":w"...)
+	m := len(bs)
+	bs = appendOwner(bs, owner)
+	// The bytes are never written again: strings over them are immutable.
 	s := unsafe.String(unsafe.SliceData(bs), len(bs))
-	n := len(s) - 3
-	c.lk, c.q, c.d = s[:n], s[:n+2], s
+	c.lk, c.q, c.d, c.w = s[:n], s[:n+2], s[:n+3], s[n+3:m]
+	c.owner = s[m:]
 	if b.routed {
 		c.args[3] = c.lk
 	} else {

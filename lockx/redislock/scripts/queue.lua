@@ -32,10 +32,10 @@ local function wake_msg(owner, lk)
 end
 
 -- wake tells the next waiter(s) that lk may be free. With a live queue head
--- only the head's backend hears, naming the head; otherwise every backend
--- whose waiter marked lk ("w:<backend id>" fields of the lock hash) hears,
--- and the marks are cleared. It returns true if a queue head was woken.
-local function wake(lk, q, d, marks, chan)
+-- only the head's backend hears, naming the head; otherwise every backend in
+-- the waiter marks set w hears, and the set is cleared. It returns true if a
+-- queue head was woken.
+local function wake(lk, q, d, w, chan)
   if redis.call('EXISTS', q) == 1 then
     local head, v = queue_head(q, d, math.floor(now_us() / 1000))
     if head then
@@ -43,12 +43,13 @@ local function wake(lk, q, d, marks, chan)
       return true
     end
   end
-  if #marks > 0 then
+  local ids = redis.call('SMEMBERS', w)
+  if #ids > 0 then
     local msg = wake_msg('', lk)
-    for i = 1, #marks do
-      redis.call('PUBLISH', chan .. string.sub(marks[i], 3), msg)
+    for i = 1, #ids do
+      redis.call('PUBLISH', chan .. ids[i], msg)
     end
-    redis.call('HDEL', lk, unpack(marks))
+    redis.call('DEL', w)
   end
   return false
 end
