@@ -101,7 +101,7 @@ func TestFenceForwardedThroughServices(t *testing.T) {
 		req, _ := http.NewRequestWithContext(r.Context(), "PUT", inner.URL, nil)
 		resp, err := c.Do(req)
 		if err != nil {
-			http.Error(w, err.Error(), 502)
+			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
 		resp.Body.Close()
