@@ -94,10 +94,19 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 		h.expires = now.Add(req.Lease)
 		return lockx.Result{Acquired: true, Token: h.token, TTL: req.Lease}, nil
 	}
-	fits := e.inUse()+req.Count <= req.Limit
-	if fits && req.Fair && len(e.queue) > 0 && e.queue[0].owner != req.Owner {
-		fits = false // first come, first served: no overtaking a large request
+	// First come, first served: the requests queued ahead count as taken, so
+	// a large request is never overtaken, while the whole prefix of the
+	// queue that fits is granted at once rather than one head at a time.
+	need := e.inUse() + req.Count
+	if req.Fair {
+		for _, w := range e.queue {
+			if w.owner == req.Owner {
+				break
+			}
+			need += w.count
+		}
 	}
+	fits := need <= req.Limit
 	if !fits {
 		if req.Wait && req.Fair {
 			e.enqueue(req, now)

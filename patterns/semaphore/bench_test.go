@@ -17,7 +17,8 @@ import (
 )
 
 // BenchmarkHandoff is the semaphore workload: 64 goroutines on one
-// semaphore with N = 8, against a plain lock (N = 1) on the same workload,
+// semaphore with N = 8, against a plain lock (N = 1, barging or Fair) on the
+// same workload,
 // with an empty critical section, so ns/op is the handoff cost. The
 // semaphore cases fail if more than 8 holders are ever seen at once.
 func BenchmarkHandoff(b *testing.B) {
@@ -30,7 +31,7 @@ func BenchmarkHandoff(b *testing.B) {
 		},
 	}
 	for _, name := range []string{"memlock", "redis"} {
-		for _, kind := range []string{"lock", "semaphore", "semaphore-nonfair"} {
+		for _, kind := range []string{"lock", "lock-fair", "semaphore", "semaphore-nonfair"} {
 			b.Run(name+"/"+kind, func(b *testing.B) {
 				be := backends[name](b)
 				c := lockx.New(be, lockx.WithBackoff(time.Millisecond, 20*time.Millisecond))
@@ -54,8 +55,12 @@ func BenchmarkHandoff(b *testing.B) {
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
 						var release func(context.Context) error
-						if kind == "lock" {
-							l, err := c.Acquire(ctx, key)
+						if kind == "lock" || kind == "lock-fair" {
+							var opts []lockx.Option
+							if kind == "lock-fair" {
+								opts = append(opts, lockx.Fair())
+							}
+							l, err := c.Acquire(ctx, key, opts...)
 							if err != nil {
 								b.Error(err)
 								return
@@ -76,7 +81,7 @@ func BenchmarkHandoff(b *testing.B) {
 						_ = release(ctx)
 					}
 				})
-				if kind != "lock" && peak.Load() > 8 {
+				if kind != "lock" && kind != "lock-fair" && peak.Load() > 8 {
 					b.Fatalf("%d holders of an 8-permit semaphore at once", peak.Load())
 				}
 				b.ReportMetric(float64(peak.Load()), "peak-holders")

@@ -16,12 +16,18 @@ if redis.call('ZSCORE', s, owner) then -- idempotent per owner
   sem_keep(h, s, q, now)
   return {1, tonumber(redis.call('HGET', h, 'k:' .. owner))}
 end
-local fits = used + count <= limit
-if fits and fair then
-  -- First come, first served: no overtaking a request queued earlier.
-  local head = queue_head(q, d, now)
-  if head and head ~= owner then fits = false end
+-- First come, first served: the requests queued ahead count as taken, so a
+-- large request is never overtaken, while the whole prefix of the queue that
+-- fits is granted at once rather than one head at a time.
+local need = used + count
+if fair then
+  q_scan(q, d, now, function(m, v)
+    if m == owner then return true end
+    need = need + tonumber(string.match(v, '^%d+:(%d+):'))
+    return need > limit
+  end)
 end
+local fits = need <= limit
 if not fits then
   if wait then
     if fair then
