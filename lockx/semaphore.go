@@ -37,8 +37,10 @@ type PermitUsage struct {
 // owner can extend or release its permits.
 //
 // AcquirePermits grants req.Count permits to req.Owner when the permits held
-// by live leases plus req.Count do not exceed req.Limit and, if req.Fair, no
-// one is queued ahead of req.Owner. It is idempotent per owner: a holder's
+// by live leases plus req.Count — plus, if req.Fair, the counts of the live
+// requests queued ahead of req.Owner — do not exceed req.Limit. So a fair
+// request never overtakes one that arrived earlier, and the whole prefix of
+// the queue that fits can enter at once. It is idempotent per owner: a holder's
 // repeat resets its lease and returns its token. Every grant gets a new token,
 // strictly increasing per key, which identifies the permit.
 //
