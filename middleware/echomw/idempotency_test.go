@@ -1,14 +1,19 @@
 package echomw_test
 
 import (
+	"crypto/rand"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/labstack/echo/v4"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockx-go/lockx/internal/testenv"
 
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/memlock"
+	"github.com/lockx-go/lockx/lockx/redislock"
 	"github.com/lockx-go/lockx/middleware/echomw"
 	"github.com/lockx-go/lockx/patterns/idempotency"
 	"github.com/lockx-go/lockx/patterns/idempotency/idemtest"
@@ -41,7 +46,27 @@ func memGuards(t *testing.T, n int, opts ...idempotency.Option) []*idempotency.G
 	return gs
 }
 
-func TestIdempotency(t *testing.T) { idemtest.RunHTTP(t, echoServer, memGuards) }
+// redisGuards returns n guards over n backends sharing the machine's Redis
+// under a fresh prefix: n service instances.
+func redisGuards(t *testing.T, n int, opts ...idempotency.Option) []*idempotency.Guard {
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
+	t.Cleanup(func() { rdb.Close() })
+	prefix := redislock.WithPrefix("lockxtest:echoidem:" + rand.Text() + ":")
+	gs := make([]*idempotency.Guard, n)
+	for i := range gs {
+		locks := lockx.New(redislock.New(rdb, prefix))
+		t.Cleanup(func() { locks.Close() })
+		g, err := idempotency.New(locks, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gs[i] = g
+	}
+	return gs
+}
+
+func TestIdempotency(t *testing.T)      { idemtest.RunHTTP(t, echoServer, memGuards) }
+func TestIdempotencyRedis(t *testing.T) { idemtest.RunHTTP(t, echoServer, redisGuards) }
 
 // TestIdempotencyHandlerError: an error returned by an Echo handler is
 // rendered inside the middleware, so the error response is stored and
