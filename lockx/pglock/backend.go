@@ -1,0 +1,355 @@
+package pglock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lockx-go/lockx/lockx"
+)
+
+// Backend is a lockx.Backend on PostgreSQL session advisory locks. It also
+// implements lockx.Notifier (LISTEN/NOTIFY wake-up) and lockx.BatchExtender.
+// Create one per process and pool with New; it is safe for concurrent use.
+type Backend struct {
+	pool  *pgxpool.Pool
+	cfg   config
+	names names
+	stmts map[string]string
+
+	sessions []sessionSlot
+	lst      *listener
+
+	mu      sync.Mutex
+	slots   map[int64]*slot
+	watch   map[int64]map[*watcher]struct{}
+	closed  bool
+	closing chan struct{}
+	wg      sync.WaitGroup
+}
+
+var (
+	_ lockx.Backend       = (*Backend)(nil)
+	_ lockx.Notifier      = (*Backend)(nil)
+	_ lockx.BatchExtender = (*Backend)(nil)
+)
+
+// sessionSlot is one of the Backend's fixed holder sessions, connected on
+// demand and replaced when it dies.
+type sessionSlot struct {
+	mu       sync.Mutex
+	cur      atomic.Pointer[session]
+	failedAt time.Time
+	failErr  error
+}
+
+// slot is the in-process state of one advisory-lock key (hash): who of this
+// process holds it, or is taking it. At most one exclusive hold, or any
+// number of shared holds of one key, exist per hash: advisory locks are
+// reentrant per session, so the server cannot tell two owners of one
+// process apart — this map does.
+type slot struct {
+	excl      *hold
+	shared    map[lockx.Owner]*hold
+	sharedKey string
+	sharedTok lockx.Token
+	sess      *session // session that holds the server-side lock
+	pending   *pending // an acquisition in flight
+}
+
+func (sl *slot) empty() bool { return sl.excl == nil && len(sl.shared) == 0 && sl.pending == nil }
+
+// hold is one owner's grant of a key.
+type hold struct {
+	hash     int64
+	key      string
+	owner    lockx.Owner
+	token    lockx.Token
+	shared   bool
+	sess     *session
+	deadline time.Time // local clock; the row's expires (server clock) is at or after it
+	timer    *time.Timer
+	gone     bool // released, expired or lost
+	reaping  bool
+	loss     map[int]func()
+	lossSeq  int
+}
+
+func (h *hold) remaining(now time.Time) time.Duration { return max(h.deadline.Sub(now), 0) }
+
+// pending is an acquisition whose statement is in flight.
+type pending struct {
+	owner     lockx.Owner
+	done      chan struct{}
+	finished  bool
+	abandoned bool // the caller stopped waiting: give a late grant back
+	res       lockx.Result
+	err       error
+}
+
+// New returns a Backend that takes its connections from pool: up to
+// WithSessions holder sessions (default 4, never more than half the pool's
+// MaxConns), plus one listener session while anyone waits. The pool must
+// allow that many connections beyond what the application needs itself. Nothing is connected until first use; the
+// schema is created then (see Migrate, WithoutAutoMigrate).
+//
+// Close the Backend (or the lockx.Client over it) before the pool.
+func New(pool *pgxpool.Pool, opts ...Option) *Backend {
+	cfg := newConfig(opts)
+	if pool == nil && cfg.err == nil {
+		cfg.err = fmt.Errorf("pglock: %w", &lockx.ArgError{Arg: "pool", Reason: "nil"})
+	}
+	if pool != nil {
+		// Holder sessions never take more than half the pool: the listener
+		// and the application need connections too.
+		cfg.sessions = max(1, min(cfg.sessions, int(pool.Config().MaxConns)/2))
+	}
+	n := newNames(cfg.schema)
+	b := &Backend{
+		pool:     pool,
+		cfg:      cfg,
+		names:    n,
+		stmts:    n.statements(),
+		sessions: make([]sessionSlot, cfg.sessions),
+		slots:    make(map[int64]*slot),
+		watch:    make(map[int64]map[*watcher]struct{}),
+		closing:  make(chan struct{}),
+	}
+	b.lst = newListener(b)
+	return b
+}
+
+func (b *Backend) hash(key string) int64 { return keyHash(b.cfg.namespace, key) }
+
+func (b *Backend) index(hash int64) int { return int(uint64(hash) % uint64(len(b.sessions))) }
+
+func (b *Backend) payload(hash int64) []byte { return []byte(strconv.FormatInt(hash, 10)) }
+
+// session returns the live holder session idx, connecting it if needed. A
+// failed connection attempt is remembered for a moment so that a server
+// that is down fails every caller fast.
+func (b *Backend) session(ctx context.Context, idx int) (*session, error) {
+	if b.cfg.err != nil {
+		return nil, b.cfg.err
+	}
+	ss := &b.sessions[idx]
+	if s := ss.cur.Load(); s != nil && !s.isDead() {
+		return s, nil
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if s := ss.cur.Load(); s != nil && !s.isDead() {
+		return s, nil
+	}
+	select {
+	case <-b.closing:
+		return nil, errClosed
+	default:
+	}
+	if ss.failErr != nil && time.Since(ss.failedAt) < 200*time.Millisecond {
+		return nil, ss.failErr
+	}
+	s, err := b.connect(ctx, idx)
+	if err != nil {
+		ss.failedAt, ss.failErr = time.Now(), err
+		return nil, err
+	}
+	ss.failErr = nil
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		s.closeConn()
+		return nil, errClosed
+	}
+	b.wg.Add(1)
+	b.mu.Unlock()
+	ss.cur.Store(s)
+	go s.run()
+	return s, nil
+}
+
+func (b *Backend) connect(ctx context.Context, idx int) (*session, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.connectTimeout)
+	defer cancel()
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pglock: connect: %w", err)
+	}
+	pg := conn.Conn().PgConn()
+	err = b.prepare(ctx, conn)
+	if err != nil && isMissingSchema(err) && b.cfg.autoMigrate {
+		if err = migrate(ctx, conn.Conn(), b.cfg.schema); err == nil {
+			err = b.prepare(ctx, conn)
+		}
+	}
+	if err != nil {
+		_ = pg.Close(context.Background())
+		conn.Release()
+		if isMissingSchema(err) {
+			return nil, fmt.Errorf("pglock: schema %s is missing: run pglock.Migrate: %w", b.names.schema, err)
+		}
+		return nil, usageError(err, b.names)
+	}
+	return &session{b: b, idx: idx, conn: conn, pg: pg, pid: pg.PID(), wake: make(chan struct{}, 1)}, nil
+}
+
+// prepare prepares every statement in one pipeline (one round trip).
+func (b *Backend) prepare(ctx context.Context, conn *pgxpool.Conn) error {
+	p := conn.Conn().PgConn().StartPipeline(ctx)
+	for name, sql := range b.stmts {
+		p.SendPrepare(name, sql, nil)
+	}
+	if err := p.Sync(); err != nil {
+		_ = p.Close()
+		return err
+	}
+	var first error
+	for range len(b.stmts) + 1 {
+		if _, err := p.GetResults(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if err := p.Close(); err != nil && first == nil {
+		first = err
+	}
+	return first
+}
+
+// Connect connects every holder session now — creating the schema if
+// needed — instead of on first use, and reports the first failure. Use it at
+// start-up to fail fast on a wrong address or missing rights; the listener
+// session still connects when the first waiter needs it.
+func (b *Backend) Connect(ctx context.Context) error {
+	for i := range b.sessions {
+		if _, err := b.session(ctx, i); err != nil {
+			return unavailable("connect", err)
+		}
+	}
+	return nil
+}
+
+// prewarm connects holder session idx in the background, so that a
+// waiter's first attempt need not wait for it after its Watch.
+func (b *Backend) prewarm(idx int) {
+	if s := b.sessions[idx].cur.Load(); s != nil && !s.isDead() {
+		return
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.wg.Add(1)
+	b.mu.Unlock()
+	go func() {
+		defer b.wg.Done()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-b.closing:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		_, _ = b.session(ctx, idx)
+	}()
+}
+
+// Close frees every lock still held through the Backend, stops its
+// goroutines and closes its connections (they leave the pool). It does not
+// close the pool. Close is idempotent.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	close(b.closing)
+	for _, sl := range b.slots {
+		for _, h := range sl.holds() {
+			h.gone = true
+			h.timer.Stop()
+		}
+	}
+	b.slots = make(map[int64]*slot)
+	b.mu.Unlock()
+	b.lst.stop()
+	b.wg.Wait()
+	return nil
+}
+
+func (sl *slot) holds() []*hold {
+	var hs []*hold
+	if sl.excl != nil {
+		hs = append(hs, sl.excl)
+	}
+	for _, h := range sl.shared {
+		hs = append(hs, h)
+	}
+	return hs
+}
+
+// dropIfEmpty forgets a slot nobody uses. Callers hold b.mu.
+func (b *Backend) dropIfEmpty(hash int64, sl *slot) {
+	if sl.empty() && b.slots[hash] == sl {
+		delete(b.slots, hash)
+	}
+}
+
+// lose marks h lost and tells whoever asked (NotifyLoss). Callers hold b.mu.
+func (b *Backend) lose(h *hold) {
+	if h.gone {
+		return
+	}
+	h.gone = true
+	h.timer.Stop()
+	for _, fn := range h.loss {
+		go fn()
+	}
+	h.loss = nil
+}
+
+// sessionLost reports every lock on a dead session lost and wakes the local
+// waiters of those keys: the server freed the locks with the session.
+func (b *Backend) sessionLost(s *session, cause error) {
+	b.mu.Lock()
+	n := 0
+	for hash, sl := range b.slots {
+		if sl.sess != s {
+			continue
+		}
+		for _, h := range sl.holds() {
+			b.lose(h)
+			n++
+		}
+		sl.excl, sl.shared = nil, nil
+		b.dropIfEmpty(hash, sl)
+		b.wakeLocked(hash, "")
+	}
+	b.mu.Unlock()
+	if l := b.cfg.logger; l != nil && !errors.Is(cause, errClosed) {
+		l.Warn("pglock: holder session lost", "pid", s.pid, "locks", n, "err", cause)
+	}
+}
+
+// await waits for an op's result, bounded by the statement timeout (the
+// statement itself is, too) rather than by a caller's context.
+func await(ch <-chan result) result { return <-ch }
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+func unavailable(op string, err error) error {
+	if errors.Is(err, lockx.ErrInvalidArgument) {
+		return err
+	}
+	return lockx.Unavailable(op, err)
+}

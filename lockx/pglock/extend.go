@@ -1,0 +1,217 @@
+package pglock
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/lockx-go/lockx/lockx"
+)
+
+// Extend implements lockx.Backend. For the holder's Backend it is one
+// statement on the holder session that renews the row's lease; it doubles as
+// that session's health check. It returns ErrNotHeld once the lock is gone:
+// released, its lease run out, force-released through another Backend, or
+// lost with its session.
+func (b *Backend) Extend(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) error {
+	if h := b.localHold(b.hash(key), key, owner); h != nil {
+		return b.extendHold(ctx, h, lease)
+	}
+	return b.remote(ctx, "extend", stRemoteExtend, key, owner, lease)
+}
+
+// ExtendMany implements lockx.BatchExtender: the renewals of every session
+// are queued together and so travel in one pipeline per session.
+func (b *Backend) ExtendMany(ctx context.Context, reqs []lockx.ExtendRequest) []error {
+	errs := make([]error, len(reqs))
+	waits := make([]*renewal, len(reqs))
+	for i, r := range reqs {
+		if h := b.localHold(b.hash(r.Key), r.Key, r.Owner); h != nil {
+			e := b.startExtend(h, r.Lease)
+			waits[i] = &e
+		}
+	}
+	for i, r := range reqs {
+		if waits[i] != nil {
+			errs[i] = waits[i].wait()
+		} else {
+			errs[i] = b.remote(ctx, "extend", stRemoteExtend, r.Key, r.Owner, r.Lease)
+		}
+	}
+	return errs
+}
+
+// TTL implements lockx.Backend. The holder's Backend answers from memory.
+func (b *Backend) TTL(ctx context.Context, key string, owner lockx.Owner) (time.Duration, error) {
+	if h := b.localHold(b.hash(key), key, owner); h != nil {
+		b.mu.Lock()
+		d, gone := h.remaining(time.Now()), h.gone
+		b.mu.Unlock()
+		if gone || d <= 0 {
+			return 0, lockx.ErrNotHeld
+		}
+		return d, nil
+	}
+	ch, err := b.remoteOp(ctx, "ttl", stRemoteTTL, key, owner, 0)
+	if err != nil {
+		return 0, err
+	}
+	r := await(ch)
+	switch {
+	case r.err != nil:
+		return 0, unavailable("ttl", usageError(r.err, b.names))
+	case r.isNull(0):
+		return 0, lockx.ErrNotHeld
+	}
+	return time.Duration(r.val(0)) * time.Millisecond, nil
+}
+
+// NotifyLoss arranges for fn to run (on its own goroutine) when owner's
+// hold of key is lost without a Release: its session died (noticed by the
+// health check within about one health interval), its lease ran out, or it
+// was found force-released. If owner holds no such lock here, fn runs at
+// once. stop cancels the registration.
+//
+// lockx's Client learns of loss only through Extend; a Client that uses this
+// capability learns within the health interval instead of at the next
+// renewal (see ARCHITECTURE.md).
+func (b *Backend) NotifyLoss(key string, owner lockx.Owner, fn func()) (stop func()) {
+	h := b.localHold(b.hash(key), key, owner)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if h == nil || h.gone {
+		go fn()
+		return func() {}
+	}
+	if h.loss == nil {
+		h.loss = make(map[int]func())
+	}
+	h.lossSeq++
+	id := h.lossSeq
+	h.loss[id] = fn
+	return func() {
+		b.mu.Lock()
+		delete(h.loss, id)
+		b.mu.Unlock()
+	}
+}
+
+func (b *Backend) localHold(hash int64, key string, owner lockx.Owner) *hold {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	sl := b.slots[hash]
+	switch {
+	case sl == nil:
+		return nil
+	case sl.excl != nil && sl.excl.key == key && sl.excl.owner == owner:
+		return sl.excl
+	case sl.sharedKey == key && sl.shared[owner] != nil:
+		return sl.shared[owner]
+	}
+	return nil
+}
+
+func (b *Backend) extendHold(ctx context.Context, h *hold, lease time.Duration) error {
+	e := b.startExtend(h, lease)
+	if e.ch == nil {
+		return e.err
+	}
+	select {
+	case r := <-e.ch:
+		return e.finish(r)
+	case <-ctx.Done():
+		// The renewal still lands or fails on its own; the caller treats
+		// the outcome as unknown.
+		return unavailable("extend", context.Cause(ctx))
+	}
+}
+
+// renewal is a queued renewal: its result arrives on ch, or err is final.
+type renewal struct {
+	ch     chan result
+	err    error
+	finish func(result) error
+}
+
+func (e renewal) wait() error {
+	if e.ch == nil {
+		return e.err
+	}
+	return e.finish(<-e.ch)
+}
+
+// startExtend queues the renewal of h.
+func (b *Backend) startExtend(h *hold, lease time.Duration) renewal {
+	start := time.Now()
+	b.mu.Lock()
+	if h.gone || !start.Before(h.deadline) {
+		b.mu.Unlock()
+		return renewal{err: lockx.ErrNotHeld}
+	}
+	b.mu.Unlock()
+	ch := make(chan result, 1)
+	o := &op{fin: func(r result) { ch <- r }}
+	if h.shared {
+		o.stmt = stPing // shared holds have no row: renewing checks the session
+	} else {
+		o.stmt, o.args = stExtend, [][]byte{i8(h.hash), []byte(h.owner), i8(ms(lease))}
+	}
+	if !h.sess.enqueue(o) {
+		return renewal{err: lockx.ErrNotHeld}
+	}
+	return renewal{ch: ch, finish: func(r result) error {
+		switch {
+		case r.err != nil && (h.sess.isDead() || errors.Is(r.err, errSessionLost)):
+			return lockx.ErrNotHeld // the session died, and its locks with it
+		case r.err != nil:
+			return unavailable("extend", usageError(r.err, b.names))
+		case !h.shared && r.rows == 0:
+			b.revoke(h)
+			return lockx.ErrNotHeld
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if h.gone {
+			return lockx.ErrNotHeld
+		}
+		h.deadline = start.Add(lease)
+		h.timer.Reset(time.Until(h.deadline))
+		return nil
+	}}
+}
+
+// remote runs an owner-checked statement through the lock table for a lock
+// this Backend does not hold.
+func (b *Backend) remote(ctx context.Context, opName, stmt, key string, owner lockx.Owner, lease time.Duration) error {
+	ch, err := b.remoteOp(ctx, opName, stmt, key, owner, lease)
+	if err != nil {
+		return err
+	}
+	r := await(ch)
+	switch {
+	case r.err != nil:
+		return unavailable(opName, usageError(r.err, b.names))
+	case r.rows == 0:
+		return lockx.ErrNotHeld
+	}
+	return nil
+}
+
+func (b *Backend) remoteOp(ctx context.Context, opName, stmt, key string, owner lockx.Owner, lease time.Duration) (chan result, error) {
+	hash := b.hash(key)
+	s, err := b.session(ctx, b.index(hash))
+	if err != nil {
+		return nil, unavailable(opName, err)
+	}
+	args := [][]byte{i8(hash), []byte(owner), []byte(key)}
+	if stmt == stRemoteExtend {
+		args = append(args, i8(ms(lease)))
+	}
+	ch := make(chan result, 1)
+	if !s.enqueue(&op{stmt: stmt, args: args, fin: func(r result) { ch <- r }}) {
+		return nil, unavailable(opName, errSessionLost)
+	}
+	return ch, nil
+}
+
+func isNotHeld(err error) bool { return errors.Is(err, lockx.ErrNotHeld) }

@@ -1,0 +1,145 @@
+package pglock
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/lockx-go/lockx/lockx"
+)
+
+// Defaults of a Backend's options.
+const (
+	DefaultSchema           = "lockx"
+	DefaultNamespace        = "lockx"
+	DefaultSessions         = 4
+	DefaultHealthInterval   = time.Second
+	DefaultStatementTimeout = 5 * time.Second
+	DefaultConnectTimeout   = 3 * time.Second
+)
+
+// Option configures a Backend (New) or a TxLock call.
+type Option func(*config)
+
+type config struct {
+	schema         string
+	namespace      string
+	sessions       int
+	health         time.Duration
+	stmtTimeout    time.Duration
+	connectTimeout time.Duration
+	autoMigrate    bool
+	logger         *slog.Logger
+	err            error // first invalid option
+}
+
+func defaultConfig() config {
+	return config{
+		schema:         DefaultSchema,
+		namespace:      DefaultNamespace,
+		sessions:       DefaultSessions,
+		health:         DefaultHealthInterval,
+		stmtTimeout:    DefaultStatementTimeout,
+		connectTimeout: DefaultConnectTimeout,
+		autoMigrate:    true,
+	}
+}
+
+func newConfig(opts []Option) config {
+	c := defaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	return c
+}
+
+func (c *config) fail(arg, format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("pglock: bad option: %w", &lockx.ArgError{Arg: arg, Reason: fmt.Sprintf(format, args...)})
+	}
+}
+
+// WithSchema sets the schema that holds the fence sequence and the lock and
+// queue tables (default "lockx"). Every Backend, TxLock and Migrate that
+// share locks must use the same schema.
+func WithSchema(name string) Option {
+	return func(c *config) {
+		if name == "" || len(name) > 63 {
+			c.fail("schema", "need 1 to 63 bytes, got %d", len(name))
+			return
+		}
+		c.schema = name
+	}
+}
+
+// WithNamespace sets the string mixed into every key's 64-bit advisory-lock
+// hash (default "lockx"). Processes that must exclude each other use the same
+// namespace; a different namespace keeps two applications that share a
+// database out of each other's way.
+func WithNamespace(ns string) Option { return func(c *config) { c.namespace = ns } }
+
+// WithSessions sets how many pinned holder sessions (pool connections) carry
+// the Backend's advisory locks (default 4). Locks are spread over them by
+// key hash; more sessions add throughput, not capacity.
+func WithSessions(n int) Option {
+	return func(c *config) {
+		if n < 1 || n > 64 {
+			c.fail("sessions", "need 1 to 64, got %d", n)
+			return
+		}
+		c.sessions = n
+	}
+}
+
+// WithHealthInterval sets how often an idle holder session is pinged
+// (default 1 s); each ping also times out after d. A session that died —
+// pg_terminate_backend, a server restart, a network cut — is noticed within
+// about d (2d for a silent network cut) and all locks on it are reported
+// lost.
+func WithHealthInterval(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.fail("health interval", "must be positive")
+			return
+		}
+		c.health = d
+	}
+}
+
+// WithStatementTimeout bounds every statement the Backend runs on its own
+// sessions (default 5 s). Statements on holder sessions never run under the
+// caller's context — pgx closes a connection whose context is cancelled
+// mid-statement, which would free every lock on it — so this timeout is what
+// bounds them. A statement that times out kills its session.
+func WithStatementTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.fail("statement timeout", "must be positive")
+			return
+		}
+		c.stmtTimeout = d
+	}
+}
+
+// WithConnectTimeout bounds how long the Backend waits for a pool connection
+// for a holder or listener session (default 3 s), so a server that is down
+// yields lockx.ErrUnavailable quickly.
+func WithConnectTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			c.fail("connect timeout", "must be positive")
+			return
+		}
+		c.connectTimeout = d
+	}
+}
+
+// WithoutAutoMigrate stops the Backend from creating its schema on first
+// use; run Migrate (for example as a privileged role at deploy time) instead.
+func WithoutAutoMigrate() Option { return func(c *config) { c.autoMigrate = false } }
+
+// WithLogger sets the logger for events an operator should see (a holder
+// session lost, a listener reconnect). The Backend is silent by default.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }

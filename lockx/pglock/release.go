@@ -1,0 +1,218 @@
+package pglock
+
+import (
+	"context"
+	"time"
+
+	"github.com/lockx-go/lockx/lockx"
+)
+
+// Release implements lockx.Backend. The holder's Backend unlocks on its
+// session, removes the row and notifies waiting processes (only if some
+// process has waiters for the key) in one statement. Any other Backend
+// releases by owner through the lock table: a fair waiter withdrawing from
+// the queue, or an operator's force-unlock, which the holder's Backend
+// notices at its next Extend and reports as ErrNotHeld (so lockx's watchdog
+// declares the lock lost). It returns ErrNotHeld if owner neither held the
+// key nor waited for it.
+func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) error {
+	hash := b.hash(key)
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return unavailable("release", errClosed)
+	}
+	sl := b.slots[hash]
+	var h *hold
+	if sl != nil {
+		switch {
+		case sl.excl != nil && sl.excl.key == key && sl.excl.owner == owner:
+			h = sl.excl
+			sl.excl = nil
+		case sl.shared[owner] != nil && sl.sharedKey == key:
+			h = sl.shared[owner]
+			delete(sl.shared, owner)
+		case sl.pending != nil && sl.pending.owner == owner && !sl.pending.finished:
+			// The caller gave up on an attempt still in flight: a late grant
+			// is given back as soon as it lands.
+			sl.pending.abandoned = true
+			b.mu.Unlock()
+			return nil
+		}
+	}
+	if h == nil {
+		b.mu.Unlock()
+		return b.remoteRelease(ctx, hash, key, owner)
+	}
+	if h.gone {
+		b.dropIfEmpty(hash, sl)
+		b.mu.Unlock()
+		return lockx.ErrNotHeld
+	}
+	h.gone = true
+	h.timer.Stop()
+	h.loss = nil
+	s := h.sess
+	var ch chan result
+	if !h.shared || len(sl.shared) == 0 {
+		ch = make(chan result, 1)
+		if !b.releaseOp(s, hash, owner, h.shared, ch) {
+			ch = nil // the session died: the server freed the lock with it
+		}
+	}
+	b.dropIfEmpty(hash, sl)
+	// Local waiters may try at once: their statements queue behind the
+	// unlock on the same session.
+	b.wakeLocked(hash, "")
+	b.mu.Unlock()
+	if ch != nil {
+		if r := await(ch); r.err != nil && !s.isDead() {
+			b.forceUnlock(s, hash, h.shared)
+		}
+	}
+	return nil
+}
+
+// releaseOp queues the statement that frees hash on s: unlock, drop the row,
+// notify waiters if any. Callers hold b.mu.
+func (b *Backend) releaseOp(s *session, hash int64, owner lockx.Owner, shared bool, ch chan result) bool {
+	w1, w2 := waitFlag(hash)
+	stmt := stRelease
+	if shared {
+		stmt = stRelShared
+	}
+	o := &op{stmt: stmt, args: [][]byte{i8(hash), []byte(owner), i4(w1), i4(w2), []byte(b.names.channel), b.payload(hash)},
+		fin: func(r result) {
+			if ch != nil {
+				ch <- r
+			}
+		}}
+	return s.enqueue(o)
+}
+
+// forceUnlock is the fallback when a release statement failed on a live
+// session: a plain unlock, and if even that fails the session is closed, so
+// that a lock this Backend gave up can never stay held.
+func (b *Backend) forceUnlock(s *session, hash int64, shared bool) {
+	if shared {
+		s.kill()
+		return
+	}
+	ch := make(chan result, 1)
+	if !s.enqueue(&op{stmt: stUnlock, args: [][]byte{i8(hash)}, fin: func(r result) { ch <- r }}) {
+		return
+	}
+	if r := await(ch); r.err != nil {
+		s.kill()
+	}
+}
+
+// remoteRelease releases by owner through the lock table.
+func (b *Backend) remoteRelease(ctx context.Context, hash int64, key string, owner lockx.Owner) error {
+	s, err := b.session(ctx, b.index(hash))
+	if err != nil {
+		return unavailable("release", err)
+	}
+	ch := make(chan result, 1)
+	o := &op{stmt: stRemoteRel, args: [][]byte{i8(hash), []byte(owner), []byte(key), []byte(b.names.channel), b.payload(hash)},
+		fin: func(r result) { ch <- r }}
+	if !s.enqueue(o) {
+		return unavailable("release", errSessionLost)
+	}
+	r := await(ch)
+	if r.err != nil {
+		return unavailable("release", usageError(r.err, b.names))
+	}
+	if r.val(1) > 0 {
+		return nil
+	}
+	return lockx.ErrNotHeld
+}
+
+// expire is a hold's lease timer. Shared holds are process-local and end
+// here; exclusive ones are reaped by the server's clock, which also sees
+// extensions made through another Backend.
+func (b *Backend) expire(h *hold) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if h.gone || h.reaping || b.closed {
+		return
+	}
+	if d := time.Until(h.deadline); d > 0 {
+		h.timer.Reset(d)
+		return
+	}
+	sl := b.slots[h.hash]
+	if h.shared {
+		b.lose(h)
+		if sl != nil && sl.shared[h.owner] == h {
+			delete(sl.shared, h.owner)
+			if len(sl.shared) == 0 {
+				b.releaseOp(h.sess, h.hash, h.owner, true, nil)
+			}
+			b.dropIfEmpty(h.hash, sl)
+		}
+		b.wakeLocked(h.hash, "")
+		return
+	}
+	h.reaping = true
+	w1, w2 := waitFlag(h.hash)
+	o := &op{stmt: stReap, args: [][]byte{i8(h.hash), []byte(h.owner), i4(w1), i4(w2), []byte(b.names.channel), b.payload(h.hash)}}
+	o.fin = func(r result) { b.reaped(h, r) }
+	h.sess.enqueue(o) // a dead session reports the hold lost itself
+}
+
+func (b *Backend) reaped(h *hold, r result) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	h.reaping = false
+	if h.gone {
+		return
+	}
+	switch {
+	case r.err != nil:
+		h.timer.Reset(100 * time.Millisecond) // try again; a dead session is handled by sessionLost
+		return
+	case r.val(0) > 0: // extended through another Backend
+		d := time.Duration(r.val(0)) * time.Millisecond
+		h.deadline = time.Now().Add(d)
+		h.timer.Reset(d)
+		return
+	}
+	b.lose(h)
+	if sl := b.slots[h.hash]; sl != nil && sl.excl == h {
+		sl.excl = nil
+		b.dropIfEmpty(h.hash, sl)
+	}
+	b.wakeLocked(h.hash, "")
+}
+
+// revoke ends a hold whose row is gone (force-released, or its lease ran
+// out by the server's clock): the advisory lock is freed at once so waiters
+// need not wait for anything else.
+func (b *Backend) revoke(h *hold) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if h.gone {
+		return
+	}
+	b.lose(h)
+	if sl := b.slots[h.hash]; sl != nil && sl.excl == h {
+		sl.excl = nil
+		b.dropIfEmpty(h.hash, sl)
+	}
+	b.releaseOp(h.sess, h.hash, h.owner, false, nil)
+	b.wakeLocked(h.hash, "")
+}
+
+// kill has a session whose state can no longer be trusted closed by its own
+// goroutine; the server frees its locks and the Backend reports them lost.
+func (s *session) kill() {
+	s.mu.Lock()
+	s.killed = true
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}

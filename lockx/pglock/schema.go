@@ -1,0 +1,117 @@
+package pglock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// migrateLock serialises concurrent migrations (two-int4 key space).
+const migrateLockA, migrateLockB = 0x6c6f636b, 0x786d6967 // "lock", "xmig"
+
+// Migrate creates the schema pglock needs, if it is missing: the schema, the
+// fence sequence lockx_fence (a single global counter, CACHE 1 so that
+// tokens increase across sessions), and two UNLOGGED tables: lockx_held (one
+// row per held lock: key, owner, token, lease) and lockx_queue (fair
+// waiters). It is idempotent and safe to run concurrently.
+//
+// A role without the needed rights gets an error naming the missing
+// privilege: CREATE on the database (to create the schema) or CREATE on the
+// schema (to create its objects).
+//
+// Options other than WithSchema are ignored.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, opts ...Option) error {
+	if pool == nil {
+		return errors.New("pglock: migrate: nil pool")
+	}
+	cfg := newConfig(opts)
+	if cfg.err != nil {
+		return cfg.err
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("pglock: migrate: %w", err)
+	}
+	defer conn.Release()
+	return migrate(ctx, conn.Conn(), cfg.schema)
+}
+
+func migrate(ctx context.Context, conn *pgx.Conn, schema string) error {
+	n := newNames(schema)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pglock: migrate: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1::int4, $2::int4)", migrateLockA, migrateLockB); err != nil {
+		return fmt.Errorf("pglock: migrate: %w", err)
+	}
+	var exists bool
+	if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1)", schema).Scan(&exists); err != nil {
+		return fmt.Errorf("pglock: migrate: %w", err)
+	}
+	if !exists {
+		if _, err := tx.Exec(ctx, "CREATE SCHEMA "+n.schema); err != nil {
+			return privilegeError(err, "CREATE privilege on the database (to create schema %s)", n.schema)
+		}
+	}
+	stmts := []string{
+		`CREATE SEQUENCE IF NOT EXISTS ` + n.fence + ` AS bigint MINVALUE 1 MAXVALUE 9007199254740991 CACHE 1 NO CYCLE`,
+		`CREATE UNLOGGED TABLE IF NOT EXISTS ` + n.held + ` (
+			hash bigint PRIMARY KEY,
+			key bytea NOT NULL,
+			owner bytea NOT NULL,
+			token bigint NOT NULL,
+			expires timestamptz NOT NULL,
+			pid integer NOT NULL,
+			acquired timestamptz NOT NULL DEFAULT clock_timestamp())`,
+		`CREATE UNLOGGED TABLE IF NOT EXISTS ` + n.queue + ` (
+			hash bigint NOT NULL,
+			owner bytea NOT NULL,
+			seq bigint NOT NULL,
+			expires timestamptz NOT NULL,
+			PRIMARY KEY (hash, owner))`,
+	}
+	for _, s := range stmts {
+		if _, err := tx.Exec(ctx, s); err != nil {
+			return privilegeError(err, "CREATE privilege on schema %s", n.schema)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("pglock: migrate: %w", err)
+	}
+	return nil
+}
+
+// privilegeError names the missing privilege when err is PostgreSQL's
+// insufficient_privilege (42501), and keeps err visible to errors.As.
+func privilegeError(err error, what string, args ...any) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+		return fmt.Errorf("pglock: migrate: the role lacks the %s; grant it or run pglock.Migrate as a role that has it: %w",
+			fmt.Sprintf(what, args...), err)
+	}
+	return fmt.Errorf("pglock: migrate: %w", err)
+}
+
+// isMissingSchema reports errors that mean Migrate has not run: undefined
+// table or sequence (42P01) or schema (3F000).
+func isMissingSchema(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000")
+}
+
+// usageError explains a permission error on the schema's objects at run
+// time.
+func usageError(err error, n names) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+		return fmt.Errorf("pglock: the role lacks USAGE on schema %s, USAGE and UPDATE on sequence %s, or SELECT, INSERT, UPDATE and DELETE on %s and %s: %w",
+			n.schema, n.fence, n.held, n.queue, err)
+	}
+	return err
+}

@@ -1,0 +1,199 @@
+package pglock
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Statement names prepared on every holder session.
+const (
+	stAcquire      = "lockx_acquire"
+	stAcquireFair  = "lockx_acquire_fair"
+	stEnqueue      = "lockx_enqueue"
+	stRelease      = "lockx_release"
+	stReap         = "lockx_reap"
+	stExtend       = "lockx_extend"
+	stAcqShared    = "lockx_acquire_shared"
+	stRelShared    = "lockx_release_shared"
+	stRemoteRel    = "lockx_remote_release"
+	stRemoteTTL    = "lockx_remote_ttl"
+	stRemoteExtend = "lockx_remote_extend"
+	stPing         = "lockx_ping"
+	stSweep        = "lockx_sweep"
+	stUnlock       = "lockx_unlock"
+)
+
+// names are the quoted identifiers of one schema's objects.
+type names struct {
+	schema string // quoted schema
+	fence  string // quoted fence sequence
+	held   string // quoted lock table
+	queue  string // quoted fair-queue table
+	// fenceLit is the fence sequence as a string literal for nextval().
+	fenceLit string
+	// channel is the LISTEN/NOTIFY channel of the schema.
+	channel string
+}
+
+func newNames(schema string) names {
+	fence := pgx.Identifier{schema, "lockx_fence"}.Sanitize()
+	return names{
+		schema:   pgx.Identifier{schema}.Sanitize(),
+		fence:    fence,
+		held:     pgx.Identifier{schema, "lockx_held"}.Sanitize(),
+		queue:    pgx.Identifier{schema, "lockx_queue"}.Sanitize(),
+		fenceLit: "'" + strings.ReplaceAll(fence, "'", "''") + "'",
+		channel:  channelName(schema),
+	}
+}
+
+// channelName is the notification channel of schema: an identifier of at
+// most 63 bytes.
+func channelName(schema string) string {
+	if c := "lockx:" + schema; len(c) <= 63 {
+		return c
+	}
+	return fmt.Sprintf("lockx:%016x", uint64(keyHash("schema", schema)))
+}
+
+// expand replaces the placeholders {held}, {queue}, {fence} and the shared
+// SQL fragments in q.
+func (n names) expand(q string) string {
+	q = strings.NewReplacer("{live}", sqlLive, "{head}", sqlHead).Replace(q)
+	return strings.NewReplacer(
+		"{held}", n.held,
+		"{queue}", n.queue,
+		"{fence}", "nextval("+n.fenceLit+"::regclass)",
+	).Replace(q)
+}
+
+// sqlLive is true when the row h still belongs to a session that holds its
+// advisory lock: a row left behind by a dead session is not a lock. Only the
+// rare cross-process paths pay for reading pg_locks.
+const sqlLive = `EXISTS (SELECT 1 FROM pg_catalog.pg_locks l
+	WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted AND l.pid = h.pid
+	AND l.classid::int8 = ((h.hash >> 32) & 4294967295) AND l.objid::int8 = (h.hash & 4294967295)
+	AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database()))`
+
+// sqlHead is the owner (hex) at the head of $1's fair queue other than $2,
+// appended to a notification so that only the next fair waiter is woken.
+const sqlHead = `coalesce(' ' || (SELECT encode(q.owner, 'hex') FROM {queue} q
+	WHERE q.hash = $1::int8 AND q.owner <> $2::bytea AND q.expires > clock_timestamp() ORDER BY q.seq LIMIT 1), '')`
+
+// grant is shared by both acquire statements: take the advisory lock, draw
+// the fence token in the same statement, and record the holder's row
+// (overwriting a row left by a dead session: holding the lock proves it is
+// gone). Parameters: $1 hash, $2 key, $3 owner, $4 lease in ms.
+const sqlGrantTail = `, w AS (
+	INSERT INTO {held} AS h (hash, key, owner, token, expires, pid)
+	SELECT $1::int8, $2::bytea, $3::bytea, g.token, clock_timestamp() + $4::int8 * interval '1 millisecond', pg_backend_pid()
+	FROM g WHERE g.token IS NOT NULL
+	ON CONFLICT (hash) DO UPDATE SET key = excluded.key, owner = excluded.owner, token = excluded.token,
+		expires = excluded.expires, pid = excluded.pid, acquired = clock_timestamp()
+)`
+
+const sqlGrantResult = `SELECT g.token, (SELECT greatest(ceil(extract(epoch FROM h.expires - clock_timestamp()) * 1000), 0)::int8
+	FROM {held} h WHERE h.hash = $1::int8) FROM g`
+
+// statements returns the prepared statements of a holder session. CASE fixes
+// the evaluation order: the queue check before the lock, the lock before the
+// token, the unlock before the waiter check.
+func (n names) statements() map[string]string {
+	m := map[string]string{
+		// A plain acquisition yields to live fair waiters.
+		stAcquire: `WITH g AS MATERIALIZED (
+	SELECT CASE WHEN EXISTS (SELECT 1 FROM {queue} WHERE hash = $1::int8 AND expires > clock_timestamp()) THEN NULL
+		WHEN pg_try_advisory_lock($1::int8) THEN {fence} END AS token
+)` + sqlGrantTail + sqlGrantResult,
+
+		// A fair acquisition tries only at the head of the queue; refused
+		// with $5 (wait) it joins the queue or refreshes its entry, keeping
+		// its place unless the entry had expired. $6 is the queue TTL in ms.
+		stAcquireFair: `WITH hd AS MATERIALIZED (
+	SELECT owner FROM {queue} WHERE hash = $1::int8 AND expires > clock_timestamp() ORDER BY seq LIMIT 1
+), g AS MATERIALIZED (
+	SELECT CASE WHEN EXISTS (SELECT 1 FROM hd WHERE owner <> $3::bytea) THEN NULL
+		WHEN pg_try_advisory_lock($1::int8) THEN {fence} END AS token
+)` + sqlGrantTail + `, dq AS (
+	DELETE FROM {queue} WHERE hash = $1::int8 AND (
+		(owner = $3::bytea AND EXISTS (SELECT 1 FROM g WHERE token IS NOT NULL))
+		OR (owner <> $3::bytea AND expires <= clock_timestamp()))
+), iq AS (
+	INSERT INTO {queue} AS q (hash, owner, seq, expires)
+	SELECT $1::int8, $3::bytea, {fence}, clock_timestamp() + $6::int8 * interval '1 millisecond'
+	FROM g WHERE g.token IS NULL AND $5::bool
+	ON CONFLICT (hash, owner) DO UPDATE SET expires = excluded.expires,
+		seq = CASE WHEN q.expires <= clock_timestamp() THEN excluded.seq ELSE q.seq END
+)` + sqlGrantResult,
+
+		// A fair waiter refused in process (the key is held or being taken
+		// by another owner of this Backend) still keeps its place in the
+		// shared queue. $1 hash, $2 owner, $3 queue TTL in ms.
+		stEnqueue: `INSERT INTO {queue} AS q (hash, owner, seq, expires)
+	VALUES ($1::int8, $2::bytea, {fence}, clock_timestamp() + $3::int8 * interval '1 millisecond')
+	ON CONFLICT (hash, owner) DO UPDATE SET expires = excluded.expires,
+		seq = CASE WHEN q.expires <= clock_timestamp() THEN excluded.seq ELSE q.seq END`,
+
+		// Release: drop the row, unlock, and notify only if some process has
+		// waiters (holds the wait flag). $1 hash, $2 owner, $3/$4 wait flag,
+		// $5 channel, $6 payload. Result -1: the lock was not held.
+		stRelease: `WITH d AS (DELETE FROM {held} WHERE hash = $1::int8 AND owner = $2::bytea AND pid = pg_backend_pid())
+SELECT CASE WHEN NOT pg_advisory_unlock($1::int8) THEN -1
+	WHEN pg_try_advisory_xact_lock($3::int4, $4::int4) THEN 0
+	ELSE 1 + length(pg_notify($5::text, $6::text || {head})::text) END::int8`,
+
+		// Reap an expired lease by the server's clock, or report the ms left
+		// if it was extended meanwhile. Parameters as for release.
+		stReap: `WITH e AS MATERIALIZED (
+	SELECT ceil(extract(epoch FROM expires - now()) * 1000)::int8 AS left_ms
+	FROM {held} WHERE hash = $1::int8 AND owner = $2::bytea AND pid = pg_backend_pid()
+), d AS (DELETE FROM {held} WHERE hash = $1::int8 AND owner = $2::bytea AND pid = pg_backend_pid() AND expires <= now())
+SELECT CASE WHEN (SELECT left_ms FROM e) > 0 THEN (SELECT left_ms FROM e)
+	WHEN NOT pg_advisory_unlock($1::int8) THEN -1
+	WHEN pg_try_advisory_xact_lock($3::int4, $4::int4) THEN 0
+	ELSE 0 * length(pg_notify($5::text, $6::text || {head})::text) END::int8`,
+
+		// Extend: a live row of this session gets a new lease. No row means
+		// the lease ran out or an operator released the lock. $3 lease ms.
+		stExtend: `UPDATE {held} SET expires = clock_timestamp() + $3::int8 * interval '1 millisecond'
+	WHERE hash = $1::int8 AND owner = $2::bytea AND pid = pg_backend_pid() AND expires > clock_timestamp()`,
+
+		stAcqShared: `SELECT CASE WHEN pg_try_advisory_lock_shared($1::int8) THEN {fence} END`,
+
+		stRelShared: `SELECT CASE WHEN NOT pg_advisory_unlock_shared($1::int8) THEN -1
+	WHEN pg_try_advisory_xact_lock($3::int4, $4::int4) THEN 0
+	ELSE 1 + length(pg_notify($5::text, $6::text || {head})::text) END::int8`,
+
+		// Release by owner from a Backend that does not hold the lock: an
+		// operator's force-unlock, or a fair waiter withdrawing. The holder
+		// learns at its next renewal. $1 hash, $2 owner, $3 key, $4 channel,
+		// $5 payload. Result: queue entries removed, live rows removed.
+		stRemoteRel: `WITH dq AS (DELETE FROM {queue} WHERE hash = $1::int8 AND owner = $2::bytea RETURNING 1),
+dh AS (DELETE FROM {held} h WHERE hash = $1::int8 AND owner = $2::bytea AND key = $3::bytea RETURNING {live} AS live)
+SELECT (SELECT count(*) FROM dq)::int8, (SELECT count(*) FROM dh WHERE live)::int8,
+	CASE WHEN EXISTS (SELECT 1 FROM dq) OR EXISTS (SELECT 1 FROM dh)
+		THEN length(pg_notify($4::text, $5::text || {head})::text) END::int8`,
+
+		stRemoteTTL: `SELECT greatest(ceil(extract(epoch FROM h.expires - clock_timestamp()) * 1000), 1)::int8 FROM {held} h
+	WHERE hash = $1::int8 AND owner = $2::bytea AND key = $3::bytea AND expires > clock_timestamp() AND {live}`,
+
+		stRemoteExtend: `UPDATE {held} h SET expires = clock_timestamp() + $4::int8 * interval '1 millisecond'
+	WHERE hash = $1::int8 AND owner = $2::bytea AND key = $3::bytea AND expires > clock_timestamp() AND {live}`,
+
+		stPing: `SELECT 1::int8`,
+
+		// Rows of sessions that died, and queue entries of waiters that
+		// crashed, are overwritten or ignored; this only bounds the table.
+		stSweep: `WITH a AS (DELETE FROM {held} WHERE expires < clock_timestamp() - interval '1 minute')
+DELETE FROM {queue} WHERE expires < clock_timestamp() - interval '1 minute'`,
+
+		// The fallback when a release statement failed on a live session.
+		stUnlock: `SELECT CASE WHEN pg_advisory_unlock($1::int8) THEN 0 ELSE -1 END::int8`,
+	}
+	for k, v := range m {
+		m[k] = n.expand(v)
+	}
+	return m
+}
