@@ -34,7 +34,7 @@ type session struct {
 	pg   *pgconn.PgConn
 	pid  uint32
 
-	mu    sync.Mutex
+	mu     sync.Mutex
 	queue  []*op
 	dead   bool
 	killed bool
