@@ -61,7 +61,7 @@ func TestMemoryPerLock(t *testing.T) {
 		t.Fatalf("%d keys, want %d", k, n)
 	}
 	after := usedMemory(t, ctx, rdb)
-	t.Logf("Redis memory per held lock (key %q, hash {o: 32-hex owner, t: token}, PEXPIRE): %.1f bytes",
+	t.Logf("Redis memory per held lock (key %q, 16-byte owner + 8-byte token, PX): %.1f bytes",
 		redislock.DefaultPrefix+"{order:N}", float64(after-before)/n)
 }
 
