@@ -16,7 +16,9 @@ import (
 // The examples need a Redis on 127.0.0.1:6379. Each uses a prefix of its
 // own, so that runs sharing the server never meet; production code keeps
 // the default or one prefix per application.
-func examplePrefix() redislock.Option { return redislock.WithPrefix("example:" + rand.Text()[:8] + ":") }
+func examplePrefix() redislock.Option {
+	return redislock.WithPrefix("example:" + rand.Text()[:8] + ":")
+}
 
 func ExampleNew() {
 	rdb := redis.NewUniversalClient(&redis.UniversalOptions{Addrs: []string{"127.0.0.1:6379"}})
