@@ -1,5 +1,3 @@
-//go:build lockx_pglock
-
 package bench
 
 import (

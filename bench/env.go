@@ -27,6 +27,7 @@ type Env struct {
 	mu      sync.Mutex
 	servers []*RedisServer
 	admin   []*redis.Client
+	pgSeen  bool // PostgreSQL answered once: later failures are transient
 }
 
 // NewEnv returns an Env; servers start when a case first needs them.
@@ -121,13 +122,40 @@ func (e *Env) Reset(ctx context.Context) error {
 }
 
 // PG returns a pool on the local PostgreSQL with room for conns
-// connections, or the reason it is unavailable.
+// connections. If PostgreSQL never answered, the error matches errSkip (the
+// PostgreSQL rows are skipped); once it has, a failure (the server out of
+// connections while other work runs) is retried for 15 s and then reported
+// for this run only.
 func (e *Env) PG(ctx context.Context, conns int) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(e.PGURL)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: -pg: %w", errSkip, err)
 	}
 	cfg.MaxConns = int32(conns)
+	e.mu.Lock()
+	seen := e.pgSeen
+	e.mu.Unlock()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		pool, err := e.pgTry(ctx, cfg)
+		if err == nil {
+			e.mu.Lock()
+			e.pgSeen = true
+			e.mu.Unlock()
+			return pool, nil
+		}
+		err = fmt.Errorf("bench: PostgreSQL at %s: %w", e.PGURL, err)
+		if !seen {
+			return nil, fmt.Errorf("%w: %w", errSkip, err)
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, err
+		}
+		sleep(ctx, 500*time.Millisecond)
+	}
+}
+
+func (e *Env) pgTry(ctx context.Context, cfg *pgxpool.Config) (*pgxpool.Pool, error) {
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(pctx, cfg)
@@ -136,7 +164,7 @@ func (e *Env) PG(ctx context.Context, conns int) (*pgxpool.Pool, error) {
 	}
 	if err := pool.Ping(pctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("bench: PostgreSQL at %s: %w", e.PGURL, err)
+		return nil, err
 	}
 	return pool, nil
 }
@@ -185,6 +213,7 @@ func (p *cmdProbe) end(ctx context.Context, s Sample, window time.Duration) {
 		n += v - p.before[k]
 	}
 	s["cmds/s"] = float64(n) / window.Seconds()
+	s["rtt/s"] = float64(rtts) / window.Seconds()
 	if ops := s[mRate] * window.Seconds(); ops > 0 {
 		s[mCmds] = float64(n) / ops
 		s[mRTT] = float64(rtts) / ops

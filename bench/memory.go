@@ -98,6 +98,7 @@ func releaseAll(unlocks []func(context.Context) error) {
 func memoryCases() []*Case {
 	libs := []contendedLib{
 		{"raw SET NX PX (one string key)", rawLib(time.Millisecond), false},
+		{"raw SET NX PX, key named as lockx names it (lockx:{order:N})", renamed(rawLib(time.Millisecond), "lockx:{", "}"), false},
 		{"bsm/redislock", bsmLib(nil), false},
 		{"redsync (expiry 1 min)", redsyncLib(1, redsync.WithExpiry(benchLease)), false},
 		{nameMemLockx, lockxRedisLib(false, lockx.WithLease(benchLease)), true},
@@ -150,6 +151,30 @@ func measureMemory(ctx context.Context, e *Env, lk Locker, n int) (Sample, error
 		"bytes/lock": float64(after-before) / float64(n),
 		"keys/lock":  float64(keys) / float64(n),
 	}, nil
+}
+
+// renamed wraps an opener so that its Locker sees every key as pre+key+post.
+func renamed(open opener, pre, post string) opener {
+	return func(ctx context.Context, e *Env, poolSize int) (Locker, error) {
+		lk, err := open(ctx, e, poolSize)
+		if err != nil {
+			return nil, err
+		}
+		return renamedLocker{lk, pre, post}, nil
+	}
+}
+
+type renamedLocker struct {
+	Locker
+	pre, post string
+}
+
+func (r renamedLocker) Pair(ctx context.Context, key string) error {
+	return r.Locker.Pair(ctx, r.pre+key+r.post)
+}
+
+func (r renamedLocker) Lock(ctx context.Context, key string) (func(context.Context) error, error) {
+	return r.Locker.Lock(ctx, r.pre+key+r.post)
 }
 
 // --- scaling with the number of held locks ---------------------------------

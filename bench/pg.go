@@ -110,7 +110,7 @@ func openPGLockx(ctx context.Context, e *Env, conns int, opts ...lockx.Option) (
 	}
 	pool, err := e.PG(ctx, conns)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errSkip, err)
+		return nil, err
 	}
 	b, err := newPGBackend(pool)
 	if err != nil {
@@ -130,7 +130,7 @@ func (l *pgLockxLocker) Close() error {
 func pinned(ctx context.Context, e *Env, n int, blocking bool) ([]Locker, func(), error) {
 	pool, err := e.PG(ctx, n)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %w", errSkip, err)
+		return nil, nil, err
 	}
 	lks := make([]Locker, n)
 	done := func() { closeAll(lks); pool.Close() }

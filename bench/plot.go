@@ -20,12 +20,12 @@ type series struct {
 	xy   plotter.XYs
 }
 
-var palette = []color.Color{
-	color.RGBA{0x33, 0x33, 0x33, 0xff}, // raw: black
-	color.RGBA{0x1f, 0x77, 0xb4, 0xff},
-	color.RGBA{0xff, 0x7f, 0x0e, 0xff},
-	color.RGBA{0xd6, 0x27, 0x28, 0xff}, // lockx: red
-	color.RGBA{0x2c, 0xa0, 0x2c, 0xff},
+// colours keeps one colour per library across plots: lockx red, raw black.
+var colours = map[string]color.Color{
+	"raw go-redis":      color.RGBA{0x33, 0x33, 0x33, 0xff},
+	"bsm/redislock":     color.RGBA{0x1f, 0x77, 0xb4, 0xff},
+	"redsync (1 pool)":  color.RGBA{0xff, 0x7f, 0x0e, 0xff},
+	"lockx (redislock)": color.RGBA{0xd6, 0x27, 0x28, 0xff},
 }
 
 // legend shortens row names for the plots' legends.
@@ -60,7 +60,16 @@ func collect(rs Results, section string, names []string, key string, xOf func(*R
 	return out
 }
 
-func linePlot(title, xlabel, ylabel string, ss []series, logY bool) (*plot.Plot, error) {
+// linePlot draws series on a log x axis; the y axis is logarithmic when
+// the values span more than a factor of 20, else linear from 0.
+func linePlot(title, xlabel, ylabel string, ss []series) (*plot.Plot, error) {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, s := range ss {
+		for _, p := range s.xy {
+			lo, hi = min(lo, p.Y), max(hi, p.Y)
+		}
+	}
+	logY := hi > 20*lo
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = xlabel
@@ -81,7 +90,10 @@ func linePlot(title, xlabel, ylabel string, ss []series, logY bool) (*plot.Plot,
 		if err != nil {
 			return nil, err
 		}
-		c := palette[i%len(palette)]
+		c, ok := colours[s.name]
+		if !ok {
+			c = color.Gray{Y: uint8(0x40 + 0x30*(i%4))}
+		}
 		l.Color, pts.Color = c, c
 		l.Width = vg.Points(1.5)
 		p.Add(l, pts)
@@ -125,11 +137,11 @@ func WritePlots(rs Results, dir string) ([]string, error) {
 	}
 	names := []string{nameRaw, nameBsm, nameRedsync, nameLockx}
 	if rate := collect(rs, scalingSection, names, mRate, goroutines); len(rate) > 0 {
-		p1, err := linePlot("Uncontended pairs/s", "goroutines", "pairs/s", rate, false)
+		p1, err := linePlot("Uncontended pairs/s", "goroutines", "pairs/s", rate)
 		if err != nil {
 			return nil, err
 		}
-		p2, err := linePlot("Pair latency p99", "goroutines", "p99 ms", collect(rs, scalingSection, names, mP99, goroutines), true)
+		p2, err := linePlot("Pair latency, p99", "goroutines", "p99 ms", collect(rs, scalingSection, names, mP99, goroutines))
 		if err != nil {
 			return nil, err
 		}
@@ -141,11 +153,11 @@ func WritePlots(rs Results, dir string) ([]string, error) {
 	held := func(r *Result) float64 { return med(r, "held") }
 	hn := []string{nameRaw, nameLockx}
 	if rate := collect(rs, heldSection, hn, mRate, held); len(rate) > 0 {
-		p1, err := linePlot("Pairs/s at 16 goroutines while N locks are held", "held locks", "pairs/s", rate, false)
+		p1, err := linePlot("Pairs/s at 16 goroutines while N locks are held", "held locks", "pairs/s", rate)
 		if err != nil {
 			return nil, err
 		}
-		p2, err := linePlot("Pair latency p99", "held locks", "p99 ms", collect(rs, heldSection, hn, mP99, held), true)
+		p2, err := linePlot("Pair latency, p99", "held locks", "p99 ms", collect(rs, heldSection, hn, mP99, held))
 		if err != nil {
 			return nil, err
 		}

@@ -114,7 +114,7 @@ func Run(ctx context.Context, e *Env, cases []*Case, cfg Config) []*Result {
 // brief is a one-line summary of a sample for the progress log.
 func brief(s Sample) string {
 	out := ""
-	for _, k := range []string{mRate, mP50, mP99, mMax, mFails, mRTT, mCmds, "allocs/op", "bytes/lock", "client cpu%", "redis cpu%", "cmds/s"} {
+	for _, k := range []string{mRate, mP50, mP99, mMax, mFails, mRTT, mCmds, "allocs/op", "bytes/lock", "client cpu%", "redis cpu%", "rtt/s", "cmds/s"} {
 		if v, ok := s[k]; ok {
 			out += fmt.Sprintf("%s=%s ", k, num(v))
 		}

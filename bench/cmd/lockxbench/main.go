@@ -99,6 +99,7 @@ func run() int {
 		Started:   time.Now(),
 		LoadStart: bench.LoadAvg(),
 		Machine:   bench.Machine(),
+		Versions:  bench.Versions(ctx, env),
 		Config:    cfg,
 	}
 	fmt.Fprintf(os.Stderr, "lockxbench: %d cases × %d runs, %v + %v each\n", len(selected), cfg.Runs, cfg.Warmup, cfg.Duration)
@@ -109,7 +110,6 @@ func run() int {
 	}
 	meta.Ended = time.Now()
 	meta.LoadEnd = bench.LoadAvg()
-	meta.Versions = bench.Versions(ctx, env)
 	meta.Notes = []string{
 		"Client and servers share this machine's CPUs; other work on the machine moves the figures, so compare rows of one report, not figures across reports.",
 	}
