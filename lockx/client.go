@@ -13,6 +13,7 @@ import (
 // create one per backend and share it. A Client is safe for concurrent use.
 type Client struct {
 	b        Backend
+	lockOps  GrantOps // the plain lock's operations
 	notifier Notifier
 	batch    BatchExtender
 	cfg      config
@@ -28,6 +29,7 @@ type Client struct {
 }
 
 type holdKey struct {
+	kind  string
 	key   string
 	owner Owner
 }
@@ -45,6 +47,7 @@ func New(b Backend, opts ...Option) *Client {
 		c.cfg.fail("backend", "nil")
 	}
 	c.cfg.apply(opts)
+	c.lockOps = lockOps(b)
 	c.notifier, _ = b.(Notifier)
 	c.batch, _ = b.(BatchExtender)
 	c.wd.init(c)
@@ -66,14 +69,14 @@ func (c *Client) Backend() Backend { return c.b }
 // the same token at no cost, and the lock is freed when every handle is
 // released.
 func (c *Client) Acquire(ctx context.Context, key string, opts ...Option) (*Lock, error) {
-	return c.acquire(ctx, "acquire", key, opts, true)
+	return c.acquire(ctx, key, &c.lockOps, opts, true)
 }
 
 // TryAcquire makes one attempt to obtain the lock for key. It returns an
 // error matching ErrNotAcquired at once if another owner holds it (or, with
 // Fair, if others are queued for it).
 func (c *Client) TryAcquire(ctx context.Context, key string, opts ...Option) (*Lock, error) {
-	return c.acquire(ctx, "acquire", key, opts, false)
+	return c.acquire(ctx, key, &c.lockOps, opts, false)
 }
 
 // Do acquires key (waiting as Acquire does), runs fn and releases the lock.
@@ -118,7 +121,7 @@ func (c *Client) Close() error {
 		for _, h := range holds {
 			h.finish(ErrClosed)
 			if !h.isLost() {
-				_ = c.b.Release(ctx, h.key, h.owner)
+				_ = h.ops.Release(ctx, h.key, h.owner)
 			}
 			h.releaseGate()
 		}
@@ -142,7 +145,12 @@ func (c *Client) validate(key string, cfg *config) error {
 	return nil
 }
 
-func (c *Client) acquire(ctx context.Context, op, key string, opts []Option, wait bool) (*Lock, error) {
+func (c *Client) acquire(ctx context.Context, key string, ops *GrantOps, opts []Option, wait bool) (*Lock, error) {
+	plain := ops == &c.lockOps
+	op := "acquire"
+	if !plain {
+		op = ops.Kind
+	}
 	cfg := c.cfg
 	cfg.apply(opts)
 	if err := c.validate(key, &cfg); err != nil {
@@ -151,27 +159,32 @@ func (c *Client) acquire(ctx context.Context, op, key string, opts []Option, wai
 	if ctx == nil {
 		return nil, keyError(op, key, &ArgError{Arg: "ctx", Reason: "nil"})
 	}
+	if ops.Acquire == nil || ops.Extend == nil || ops.Release == nil {
+		return nil, keyError(op, key, &ArgError{Arg: "ops", Reason: "missing operation"})
+	}
 	owner, explicit := OwnerFromContext(ctx)
+	explicit = explicit && ops.Reentrant
+	hk := holdKey{ops.Kind, key, owner}
 	if explicit {
 		// Goroutines sharing an owner reach the backend one at a time, so
 		// that one's final release cannot undo another's fresh grant. The
 		// gate is held from the attempt to the registration of the hold;
 		// later arrivals then re-enter that hold.
 		for {
-			l, err := c.reenter(ctx, key, owner, true)
+			l, err := c.reenter(ctx, hk, true)
 			if l != nil || err != nil {
 				return l, keyError(op, key, err)
 			}
-			leave, err := c.owners.enter(ctx, ownerGateKey(key, owner), true, nil, c.done)
+			leave, err := c.owners.enter(ctx, ownerGateKey(hk), true, nil, c.done)
 			if err != nil {
 				return nil, keyError(op, key, err)
 			}
-			l, err = c.reenter(ctx, key, owner, false)
+			l, err = c.reenter(ctx, hk, false)
 			if l != nil || err != nil {
 				leave()
 				return l, keyError(op, key, err)
 			}
-			if c.releasePending(key, owner) {
+			if c.releasePending(hk) {
 				leave() // the release needs the gate: let it finish, then retry
 				continue
 			}
@@ -180,6 +193,7 @@ func (c *Client) acquire(ctx context.Context, op, key string, opts []Option, wai
 		}
 	} else {
 		owner = NewOwner()
+		hk.owner = owner
 	}
 	if err := c.checkOpen(); err != nil {
 		return nil, keyError(op, key, err)
@@ -192,25 +206,25 @@ func (c *Client) acquire(ctx context.Context, op, key string, opts []Option, wai
 		budget = t.C
 	}
 	var gate func()
-	if cfg.localFirst {
+	if cfg.localFirst && plain {
 		var err error
 		if gate, err = c.gates.enter(ctx, key, wait, budget, c.done); err != nil {
 			return nil, keyError(op, key, err)
 		}
 	}
 	req := Request{Key: key, Owner: owner, Lease: cfg.lease, Fair: cfg.fair, Wait: wait, QueueTTL: cfg.queueTTL}
-	res, start, err := c.obtain(ctx, req, &cfg, budget)
+	res, start, err := c.obtain(ctx, ops, req, &cfg, budget)
 	if err != nil {
 		if gate != nil {
 			gate()
 		}
 		return nil, keyError(op, key, err)
 	}
-	l, err := c.register(ctx, req, res, start, &cfg, gate)
+	l, err := c.register(ctx, ops, hk, explicit, req, res, start, &cfg, gate)
 	return l, keyError(op, key, err)
 }
 
-func ownerGateKey(key string, owner Owner) string { return string(owner) + "\x00" + key }
+func ownerGateKey(k holdKey) string { return k.kind + "\x00" + string(k.owner) + "\x00" + k.key }
 
 func (c *Client) checkOpen() error {
 	c.mu.Lock()
@@ -224,14 +238,14 @@ func (c *Client) checkOpen() error {
 // reenter returns a new handle on a hold owner already has for key, or nil
 // if there is none. With wait, it first waits out a concurrent final release
 // of the same hold.
-func (c *Client) reenter(ctx context.Context, key string, owner Owner, wait bool) (*Lock, error) {
+func (c *Client) reenter(ctx context.Context, k holdKey, wait bool) (*Lock, error) {
 	for {
 		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
 			return nil, ErrClosed
 		}
-		h := c.holds[holdKey{key, owner}]
+		h := c.holds[k]
 		if h == nil {
 			c.mu.Unlock()
 			return nil, nil
@@ -254,28 +268,26 @@ func (c *Client) reenter(ctx context.Context, key string, owner Owner, wait bool
 	}
 }
 
-// releasePending reports whether a final release of owner's hold on key is
-// in flight.
-func (c *Client) releasePending(key string, owner Owner) bool {
+// releasePending reports whether a final release of the hold k is in flight.
+func (c *Client) releasePending(k holdKey) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h := c.holds[holdKey{key, owner}]
+	h := c.holds[k]
 	return h != nil && h.releasing != nil
 }
 
 // register records a granted lock, or merges it into a hold the same owner
 // gained concurrently (the backend's Acquire is idempotent per owner).
-func (c *Client) register(ctx context.Context, req Request, res Result, start time.Time, cfg *config, gate func()) (*Lock, error) {
+func (c *Client) register(ctx context.Context, ops *GrantOps, k holdKey, explicit bool, req Request, res Result, start time.Time, cfg *config, gate func()) (*Lock, error) {
 	c.mu.Lock()
 	if c.closed { // Close ran while we waited: nobody would renew or release this grant
 		c.mu.Unlock()
 		if gate != nil {
 			gate()
 		}
-		c.abandon(req)
+		abandon(ops, req)
 		return nil, ErrClosed
 	}
-	k := holdKey{req.Key, req.Owner}
 	if h := c.holds[k]; h != nil && h.releasing == nil && !h.isLost() && h.token == res.Token {
 		h.count++
 		c.mu.Unlock()
@@ -284,8 +296,9 @@ func (c *Client) register(ctx context.Context, req Request, res Result, start ti
 		}
 		return &Lock{h: h}, nil
 	}
-	h := newHold(c, ctx, req, res, start, cfg, gate)
-	_, h.explicit = OwnerFromContext(ctx)
+	h := newHold(c, ops, k, ctx, req, res, start, cfg, gate)
+	h.explicit = explicit
+	h.plain = ops == &c.lockOps
 	c.holds[k] = h
 	c.mu.Unlock()
 	h.armValidity()
@@ -298,10 +311,17 @@ func (c *Client) register(ctx context.Context, req Request, res Result, start ti
 // obtain runs the attempt loop: register for wake-up, try, and wait for a
 // notification, the backoff timer (bounded by the holder's remaining lease)
 // or the end of the wait.
-func (c *Client) obtain(ctx context.Context, req Request, cfg *config, budget <-chan time.Time) (Result, time.Time, error) {
+func (c *Client) obtain(ctx context.Context, ops *GrantOps, req Request, cfg *config, budget <-chan time.Time) (Result, time.Time, error) {
 	bo := newBackoff(cfg.minBackoff, cfg.maxBackoff)
 	var lastErr error
 	ambiguous := false
+	// Pattern holds may queue whatever Request.Fair says: withdraw them too.
+	queued := req.Fair || ops != &c.lockOps
+	giveUp := func(needed bool) {
+		if needed || queued {
+			abandon(ops, req)
+		}
+	}
 	for {
 		var wake <-chan struct{}
 		unwatch := func() {}
@@ -312,14 +332,19 @@ func (c *Client) obtain(ctx context.Context, req Request, cfg *config, budget <-
 			}
 		}
 		start := time.Now()
-		res, err := c.b.Acquire(ctx, req)
+		res, err := ops.Acquire(ctx, req)
 		if err == nil && res.Acquired {
 			unwatch()
 			if !res.Token.valid() {
-				c.abandon(req)
+				abandon(ops, req)
 				return Result{}, start, Unavailable("acquire", fmt.Errorf("backend issued invalid token %d", res.Token))
 			}
 			return res, start, nil
+		}
+		if err != nil && (errors.Is(err, ErrUpgrade) || errors.Is(err, ErrInvalidArgument)) {
+			unwatch() // a verdict, not an unknown outcome: no retry
+			giveUp(req.Wait)
+			return Result{}, start, err
 		}
 		if err != nil {
 			ambiguous = true
@@ -327,13 +352,13 @@ func (c *Client) obtain(ctx context.Context, req Request, cfg *config, budget <-
 		}
 		if ctx.Err() != nil {
 			unwatch()
-			c.giveUp(req, ambiguous)
+			giveUp(ambiguous)
 			return Result{}, start, joinErr(ErrNotAcquired, context.Cause(ctx), lastErr)
 		}
 		if !req.Wait {
 			unwatch()
 			if err != nil {
-				c.giveUp(req, ambiguous)
+				giveUp(ambiguous)
 				return Result{}, start, err
 			}
 			return Result{}, start, ErrNotAcquired
@@ -342,8 +367,8 @@ func (c *Client) obtain(ctx context.Context, req Request, cfg *config, budget <-
 		if err == nil && res.TTL > 0 && res.TTL+time.Millisecond < delay {
 			delay = res.TTL + time.Millisecond
 		}
-		if req.Fair && delay > req.QueueTTL/3 {
-			delay = req.QueueTTL / 3
+		if q := req.QueueTTL / 3; queued && q > 0 && delay > q {
+			delay = q // refresh the queue entry before it lapses
 		}
 		t := time.NewTimer(delay)
 		select {
@@ -353,12 +378,12 @@ func (c *Client) obtain(ctx context.Context, req Request, cfg *config, budget <-
 		case <-budget:
 			t.Stop()
 			unwatch()
-			c.giveUp(req, true)
+			giveUp(true)
 			return Result{}, start, joinErr(ErrNotAcquired, nil, lastErr)
 		case <-c.done:
 			t.Stop()
 			unwatch()
-			c.giveUp(req, ambiguous || req.Fair)
+			giveUp(ambiguous)
 			return Result{}, start, joinErr(ErrNotAcquired, ErrClosed, nil)
 		}
 		t.Stop()
@@ -366,19 +391,13 @@ func (c *Client) obtain(ctx context.Context, req Request, cfg *config, budget <-
 	}
 }
 
-// giveUp withdraws from a fair queue and frees a grant that may have
-// happened behind an unanswered attempt. Release is owner-checked, so it can
-// never free another owner's lock.
-func (c *Client) giveUp(req Request, needed bool) {
-	if needed || req.Fair {
-		c.abandon(req)
-	}
-}
-
-func (c *Client) abandon(req Request) {
+// abandon withdraws from a queue and frees a grant that may have happened
+// behind an unanswered attempt. Release is owner-checked, so it can never
+// free another owner's lock.
+func abandon(ops *GrantOps, req Request) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	_ = c.b.Release(ctx, req.Key, req.Owner)
+	_ = ops.Release(ctx, req.Key, req.Owner)
 }
 
 func joinErr(verdict, cause, last error) error {

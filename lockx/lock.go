@@ -2,6 +2,7 @@ package lockx
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,9 @@ type Lock struct {
 // points at it.
 type hold struct {
 	c        *Client
+	ops      *GrantOps
+	hk       holdKey // registry key: kind, key, owner
+	plain    bool    // a Client.Acquire lock (not a pattern grant)
 	key      string
 	owner    Owner
 	token    Token
@@ -45,7 +49,7 @@ type hold struct {
 	drift      func(time.Duration) time.Duration
 }
 
-func newHold(c *Client, ctx context.Context, req Request, res Result, start time.Time, cfg *config, gate func()) *hold {
+func newHold(c *Client, ops *GrantOps, hk holdKey, ctx context.Context, req Request, res Result, start time.Time, cfg *config, gate func()) *hold {
 	lctx, cancel := context.WithCancelCause(ContextWithOwner(context.WithoutCancel(ctx), req.Owner))
 	lease := req.Lease
 	if res.TTL > 0 && res.TTL < lease {
@@ -54,6 +58,8 @@ func newHold(c *Client, ctx context.Context, req Request, res Result, start time
 	cfgCopy := *cfg
 	h := &hold{
 		c:        c,
+		ops:      ops,
+		hk:       hk,
 		key:      req.Key,
 		owner:    req.Owner,
 		token:    res.Token,
@@ -125,12 +131,12 @@ func (h *hold) markLost(why string) {
 	close(h.lost)
 	h.c.wd.remove(h)
 	h.c.mu.Lock()
-	if h.c.holds[holdKey{h.key, h.owner}] == h {
-		delete(h.c.holds, holdKey{h.key, h.owner})
+	if h.c.holds[h.hk] == h {
+		delete(h.c.holds, h.hk)
 	}
 	h.c.mu.Unlock()
 	if l := h.logCfg.logger; l != nil {
-		l.Warn("lockx: lock lost", "key", h.key, "token", uint64(h.token), "reason", why)
+		l.Warn("lockx: lock lost", "kind", h.hk.kind, "key", h.key, "token", uint64(h.token), "reason", why)
 	}
 }
 
@@ -222,7 +228,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return keyError("extend", h.key, ErrNotHeld)
 	}
 	start := time.Now()
-	err := h.c.b.Extend(ctx, h.key, h.owner, ttl)
+	err := h.ops.Extend(ctx, h.key, h.owner, ttl)
 	switch {
 	case err == nil:
 		h.renewed(start, ttl)
@@ -232,13 +238,17 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	return keyError("extend", h.key, err)
 }
 
-// TTL returns the lease left on the backend.
+// TTL returns the lease left on the backend. Pattern grants (read locks,
+// permits) report errors.ErrUnsupported.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l == nil || l.h == nil {
 		return 0, ErrNotHeld
 	}
 	if l.released.Load() {
 		return 0, keyError("ttl", l.h.key, ErrNotHeld)
+	}
+	if !l.h.plain {
+		return 0, keyError("ttl", l.h.key, errors.ErrUnsupported)
 	}
 	d, err := l.h.c.b.TTL(ctx, l.h.key, l.h.owner)
 	return d, keyError("ttl", l.h.key, err)
@@ -268,7 +278,7 @@ func (l *Lock) Release(ctx context.Context) error {
 		return nil
 	}
 	lost := h.isLost()
-	cur := c.holds[holdKey{h.key, h.owner}]
+	cur := c.holds[h.hk]
 	owned := cur == h || (cur == nil && !c.closed)
 	if cur == h {
 		h.releasing = make(chan struct{})
@@ -282,16 +292,16 @@ func (l *Lock) Release(ctx context.Context) error {
 			// Keep a same-owner acquisition from reaching the backend
 			// while this release is in flight (it would be undone by it).
 			// The gate is only ever held briefly, see Client.acquire.
-			if leave, gerr := c.owners.enter(context.WithoutCancel(ctx), ownerGateKey(h.key, h.owner), true, nil, nil); gerr == nil {
+			if leave, gerr := c.owners.enter(context.WithoutCancel(ctx), ownerGateKey(h.hk), true, nil, nil); gerr == nil {
 				defer leave()
 			}
 		}
-		err = releaseWithRetry(ctx, c.b, h.key, h.owner)
+		err = releaseWithRetry(ctx, h.ops.Release, h.key, h.owner)
 	}
 	h.releaseGate()
 	c.mu.Lock()
-	if c.holds[holdKey{h.key, h.owner}] == h {
-		delete(c.holds, holdKey{h.key, h.owner})
+	if c.holds[h.hk] == h {
+		delete(c.holds, h.hk)
 	}
 	if h.releasing != nil {
 		close(h.releasing)
@@ -305,10 +315,10 @@ func (l *Lock) Release(ctx context.Context) error {
 
 // releaseWithRetry retries a release whose outcome is unknown; a "not held"
 // after an unknown outcome means the first attempt went through.
-func releaseWithRetry(ctx context.Context, b Backend, key string, owner Owner) error {
+func releaseWithRetry(ctx context.Context, release func(context.Context, string, Owner) error, key string, owner Owner) error {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		err = b.Release(ctx, key, owner)
+		err = release(ctx, key, owner)
 		if err == nil || ctx.Err() != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package lockx
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -136,20 +137,31 @@ func (w *watchdog) renew(due []*hold) {
 	ctx, cancel := context.WithDeadline(w.base, deadline)
 	defer cancel()
 	start := time.Now()
-	var errs []error
-	if w.c.batch != nil {
-		errs = w.c.batch.ExtendMany(ctx, reqs)
-	} else {
-		errs = make([]error, len(reqs))
-		for i, r := range reqs {
-			errs[i] = w.c.b.Extend(ctx, r.Key, r.Owner, r.Lease)
+	errs := make([]error, len(reqs))
+	var batch []int // plain locks, renewed in one round trip if the backend can
+	for i, h := range due {
+		if h.plain && w.c.batch != nil {
+			batch = append(batch, i)
+			continue
+		}
+		errs[i] = h.ops.Extend(ctx, reqs[i].Key, reqs[i].Owner, reqs[i].Lease)
+	}
+	if len(batch) > 0 {
+		breqs := make([]ExtendRequest, len(batch))
+		for j, i := range batch {
+			breqs[j] = reqs[i]
+		}
+		berrs := w.c.batch.ExtendMany(ctx, breqs)
+		for j, i := range batch {
+			if j < len(berrs) {
+				errs[i] = berrs[j]
+			} else {
+				errs[i] = Unavailable("extend", errors.New("batch returned too few results"))
+			}
 		}
 	}
 	for i, h := range due {
-		var err error
-		if i < len(errs) {
-			err = errs[i]
-		}
+		err := errs[i]
 		switch {
 		case err == nil:
 			h.renewed(start, reqs[i].Lease)
