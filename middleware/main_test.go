@@ -11,5 +11,5 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 // stores lists the fence stores every end-to-end test runs against.
 func stores(t *testing.T) []fencetest.Store {
-	return fencetest.Stores(fencetest.Redis)
+	return fencetest.Stores(fencetest.Redis, fencetest.Postgres)
 }
