@@ -85,8 +85,9 @@
 //
 // # Throughput
 //
-// By default the scripts go through the client's autopipeliner, which
-// batches the calls that concurrent goroutines make at the same moment into
-// one pipeline (WithAutoPipeline). An uncontended acquire and release is two
-// round trips.
+// An uncontended acquire and release is two round trips, one script each.
+// While several goroutines call at once, their scripts go out together
+// through the client's autopipeliner (WithAutoPipeline), so throughput under
+// concurrency is bounded by Redis's script execution rather than by system
+// calls; a lone call is sent directly.
 package redislock

@@ -41,6 +41,7 @@ var errClosed = errors.New("redislock: backend closed")
 
 type notifier struct {
 	b      *Backend
+	health time.Duration   // healthInterval; tests shorten it
 	ctx    context.Context // cancelled by close: ends dials and reads
 	cancel context.CancelFunc
 	done   chan struct{} // closed by close
@@ -64,6 +65,7 @@ type watcher struct {
 
 func (n *notifier) init(b *Backend) {
 	n.b = b
+	n.health = healthInterval
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.done = make(chan struct{})
 	n.ready = make(chan struct{})
@@ -137,7 +139,7 @@ func (n *notifier) loop() {
 	}
 	delay, pinged := 50*time.Millisecond, false
 	for {
-		msg, err := ps.ReceiveTimeout(n.ctx, healthInterval)
+		msg, err := ps.ReceiveTimeout(n.ctx, n.health)
 		if n.ctx.Err() != nil {
 			return
 		}

@@ -103,10 +103,11 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 }
 
 // WithAutoPipeline turns the batching of concurrent calls on or off
-// (default on). On, the backend sends its scripts through the client's
-// autopipeliner (rdb.AutoPipeline()), which writes the calls of all
-// goroutines that are in flight at once as one pipeline: the same replies, far
-// fewer system calls on both sides, several times the throughput under
-// concurrency, and no added latency for a lone call. Off, every call is its
-// own round trip on a pooled connection.
+// (default on). On, a call goes straight to the client when it is the
+// backend's only call in flight (the latency of one round trip), and through
+// the client's autopipeliner (rdb.AutoPipeline(), shared with the client and
+// ended by its Close) when other calls are in flight: the calls of all
+// goroutines that are under way at once go out as one pipeline, with the
+// same replies, far fewer system calls on both ends and a much higher
+// throughput. Off, every call is its own round trip on a pooled connection.
 func WithAutoPipeline(on bool) Option { return func(c *config) { c.autoPipeline = on } }

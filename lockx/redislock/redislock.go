@@ -66,7 +66,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 	if b.err == nil && b.cfg.autoPipeline {
 		// The client's shared autopipeliner: it belongs to rdb and ends with it.
 		if ap, err := rdb.AutoPipeline(); err == nil {
-			b.run = ap
+			b.run = &hybrid{direct: rdb, batched: ap}
 		}
 	}
 	b.n.init(b)
@@ -79,8 +79,9 @@ func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 // user key may contain braces itself; Redis takes the tag from the first '{'
 // (ours, as the prefix has none) to the next '}', which is inside or right
 // after the key, so the suffixes never change the tag. Only a key starting
-// with '}' would give an empty tag (and so no tag at all); such keys use the
-// fixed tag "#" instead: "<prefix>#{#}<key>".
+// with '}' (or the empty key, which lockx never sends) would give an empty
+// tag, and so no tag at all; such keys use the fixed tag "#" instead:
+// "<prefix>#{#}<key>".
 func (b *Backend) keys(key string) (lk, q, d, w string) {
 	c := b.newCall(key, "")
 	return c.lk, c.q, c.d, c.w
@@ -89,7 +90,7 @@ func (b *Backend) keys(key string) (lk, q, d, w string) {
 // appendBase appends the lock key name of key (see keys).
 func appendBase(bs []byte, prefix, key string) []byte {
 	bs = append(bs, prefix...)
-	if len(key) > 0 && key[0] == '}' {
+	if len(key) == 0 || key[0] == '}' {
 		bs = append(bs, "#{#}"...)
 		return append(bs, key...)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"embed"
 	"strings"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/redis/go-redis/v9"
@@ -56,10 +57,27 @@ func loadScript(names ...string) *script {
 	return &script{Script: rs, sha: rs.Hash(), src: b.String()}
 }
 
-// processor runs one command: a redis.UniversalClient or the client's
-// autopipeliner.
+// processor runs one command: a redis.UniversalClient, the client's
+// autopipeliner or a hybrid of both.
 type processor interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// hybrid sends a command straight to the client while no other command of
+// the backend is in flight, for the latency of a lone round trip, and
+// through the autopipeliner while others are, so that concurrent commands
+// share round trips.
+type hybrid struct {
+	direct, batched processor
+	inflight        atomic.Int64
+}
+
+func (h *hybrid) Process(ctx context.Context, cmd redis.Cmder) error {
+	defer h.inflight.Add(-1)
+	if h.inflight.Add(1) == 1 {
+		return h.direct.Process(ctx, cmd)
+	}
+	return h.batched.Process(ctx, cmd)
 }
 
 // call is the argument vector of one script invocation together with the

@@ -1,0 +1,94 @@
+package redislock
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockx-go/lockx/internal/testenv"
+	"github.com/lockx-go/lockx/lockx"
+)
+
+func TestOwnerEncoding(t *testing.T) {
+	owners := []lockx.Owner{
+		lockx.NewOwner(), "00" + "6162636465666768696a6b6c6d6e6f", // hex of a 15-byte string
+		"abcdefghijklmno", "abcdefghijklmno\x02", "abcdefghijklmnop", "abcdefghijklmnop\x01",
+		"0123456789ABCDEF0123456789ABCDEF", "0123456789abcdef0123456789abcdeg", "x", "x\x01",
+		"0123456789abcdef0123456789abcde", "0123456789abcdef0123456789abcdef0",
+		"\x01", "\x02\x02", "",
+	}
+	seen := map[string]lockx.Owner{}
+	for _, o := range owners {
+		e := encodeOwner(o)
+		if e == "" {
+			t.Errorf("owner %q encodes to the empty string (the tombstone's owner)", o)
+		}
+		if prev, dup := seen[e]; dup {
+			t.Errorf("owners %q and %q share the encoding %q", prev, o, e)
+		}
+		seen[e] = o
+		if got := decodeOwner(e); got != o {
+			t.Errorf("decodeOwner(encodeOwner(%q)) = %q", o, got)
+		}
+		if isHex := len(o) == 32 && strings.ToLower(string(o)) == string(o) && len(e) == 16; isHex != (len(e) == 16) {
+			t.Errorf("owner %q: encoding %q has length 16 iff the owner is 32 lowercase hex digits", o, e)
+		}
+	}
+	if n := len(encodeOwner(lockx.NewOwner())); n != 16 {
+		t.Errorf("a NewOwner encodes to %d bytes, want 16", n)
+	}
+}
+
+func TestKeysShareTag(t *testing.T) {
+	b := New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}))
+	defer b.rdb.Close()
+	for _, k := range []string{"plain", "{a}", "a}b", "}", "}x", "{", "{}", "x{}y", "}{", ""} {
+		lk, q, d, w := b.keys(k)
+		if lk != b.lockKey(k) {
+			t.Errorf("key %q: lock %q vs lockKey %q", k, lk, b.lockKey(k))
+		}
+		tag := hashTag(lk)
+		if tag == "" {
+			t.Errorf("key %q: lock key %q has no hash tag", k, lk)
+		}
+		for _, other := range []string{q, d, w} {
+			if !strings.HasPrefix(other, lk+":") || hashTag(other) != tag {
+				t.Errorf("key %q: %q and %q differ in hash tag", k, lk, other)
+			}
+		}
+	}
+}
+
+// A subscription that stops answering pings is replaced, and its watchers
+// are woken once the new one is confirmed.
+func TestSilentSubscriptionReplaced(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	b := New(rdb)
+	t.Cleanup(func() { _ = b.Close() })
+	b.n.health = 100 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	wake, stop, err := b.Watch(ctx, "k", lockx.NewOwner())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	time.Sleep(300 * time.Millisecond) // a few idle pings answered
+	for len(wake) > 0 {
+		<-wake
+	}
+	// Pause every client: pings go unanswered until the pause ends.
+	if err := rdb.ClientPause(ctx, time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wake:
+	case <-time.After(5 * time.Second):
+		t.Fatal("watcher not woken after the silent subscription was replaced")
+	}
+}
