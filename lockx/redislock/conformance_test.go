@@ -2,6 +2,7 @@ package redislock_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -36,4 +37,27 @@ func TestConformanceSentinel(t *testing.T) {
 		MasterName:    s.MasterName,
 		SentinelAddrs: s.SentinelAddrs,
 	}))
+}
+
+// The suite again with every grant acknowledged by a replica (WAIT in the
+// grant's pipeline), on the topologies that have replicas.
+
+func TestConformanceSentinelReplicaAck(t *testing.T) {
+	s := testenv.SharedSentinel(t)
+	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.MasterName, SentinelAddrs: s.SentinelAddrs})
+	t.Cleanup(func() { _ = rdb.Close() })
+	prefix := testPrefix()
+	lockxtest.Run(t, func(t *testing.T) lockx.Backend {
+		return redislock.New(rdb, redislock.WithPrefix(prefix), redislock.WithReplicaAck(1, 2*time.Second))
+	})
+}
+
+func TestConformanceClusterReplicaAck(t *testing.T) {
+	c := testenv.SharedCluster(t)
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs})
+	t.Cleanup(func() { _ = rdb.Close() })
+	prefix := testPrefix()
+	lockxtest.Run(t, func(t *testing.T) lockx.Backend {
+		return redislock.New(rdb, redislock.WithPrefix(prefix), redislock.WithReplicaAck(1, 2*time.Second))
+	})
 }
