@@ -141,4 +141,6 @@ func eval(ctx context.Context, p processor, s *script, c *call, n int) (int64, e
 }
 
 // isNoScript reports a NOSCRIPT reply (go-redis's ErrNoScript is one too).
-func isNoScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }
+// The nil check first keeps the hot path free of HasErrorPrefix's
+// allocation.
+func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
