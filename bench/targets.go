@@ -85,8 +85,8 @@ func evalTargets(rs Results) []target {
 	if c := med(lx, mRTT); math.IsNaN(c) {
 		rt.status, rt.detail = statusNA, skipReason(lx)
 	} else {
-		rt.detail = fmt.Sprintf("%s round trips per pair (go-redis hook, 64 goroutines; pub/sub not counted)", num(c))
-		if c <= 2.005 {
+		rt.detail = fmt.Sprintf("%s round trips per pair at 64 goroutines (amortised over shared pipelines), %s at 1 goroutine (go-redis hook; pub/sub not counted)", num(c), num(med(rs.find(scalingSection, groupGoroutines(1), nameLockx), mRTT)))
+		if c1 := med(rs.find(scalingSection, groupGoroutines(1), nameLockx), mRTT); c <= 2.005 && (math.IsNaN(c1) || c1 <= 2.005) {
 			rt.status = statusMet
 		} else {
 			rt.status = missed(num(c), fmt.Sprintf("%s server commands per pair", num(med(lx, mCmds))))
