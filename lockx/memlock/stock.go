@@ -1,0 +1,393 @@
+package memlock
+
+import (
+	"context"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+	"weak"
+
+	"github.com/lockx-go/lockx/lockx"
+)
+
+// StockStore is an in-process lockx.StockBackend: segmented inventory
+// counters with their ledgers and per-user quotas in maps, under one mutex.
+// It is for single-process programs and tests. The zero value is ready to
+// use and safe for concurrent use.
+type StockStore struct {
+	mu     sync.Mutex
+	skus   map[string][]*memSegment
+	quotas map[[2]string]int64
+	now    func() time.Time // nil: time.Now
+}
+
+type memSegment struct {
+	level, supplied int64
+	entries         map[string]lockx.StockEntry
+}
+
+// NewStockStore returns an empty in-process stock store.
+func NewStockStore() *StockStore { return &StockStore{} }
+
+var (
+	_ lockx.StockBackend = (*StockStore)(nil)
+	_ lockx.StockBackend = (*Backend)(nil)
+)
+
+func (s *StockStore) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
+}
+
+// segment returns segment seg of sku, or an error. Callers hold s.mu.
+func (s *StockStore) segment(sku string, seg int) (*memSegment, error) {
+	if err := lockx.CheckStockArgs(sku, seg); err != nil {
+		return nil, err
+	}
+	segs, ok := s.skus[sku]
+	if !ok {
+		return nil, lockx.ErrNoStock
+	}
+	if seg >= len(segs) {
+		return nil, &lockx.ArgError{Arg: "segment", Reason: "beyond the SKU's segment count"}
+	}
+	return segs[seg], nil
+}
+
+// InitStock implements lockx.StockBackend.
+func (s *StockStore) InitStock(ctx context.Context, sku string, levels []int64) (int, bool, error) {
+	if err := lockx.CheckStockArgs(sku, len(levels)-1); err != nil {
+		return 0, false, err
+	}
+	for _, l := range levels {
+		if l < 0 {
+			return 0, false, &lockx.ArgError{Arg: "level", Reason: "must not be negative"}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if segs, ok := s.skus[sku]; ok {
+		return len(segs), false, nil
+	}
+	if s.skus == nil {
+		s.skus = make(map[string][]*memSegment)
+	}
+	segs := make([]*memSegment, len(levels))
+	for i, l := range levels {
+		segs[i] = &memSegment{level: l, supplied: l, entries: make(map[string]lockx.StockEntry)}
+	}
+	s.skus[sku] = segs
+	return len(segs), true, nil
+}
+
+// StockLevels implements lockx.StockBackend.
+func (s *StockStore) StockLevels(ctx context.Context, sku string, segs []int) ([]int64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]int64, len(segs))
+	for i, seg := range segs {
+		sg, err := s.segment(sku, seg)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = sg.level
+	}
+	return out, nil
+}
+
+// TakeStock implements lockx.StockBackend.
+func (s *StockStore) TakeStock(ctx context.Context, t lockx.StockTake) (int64, error) {
+	if err := lockx.CheckStockTake(t); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sg, err := s.segment(t.SKU, t.Seg)
+	if err != nil {
+		return 0, err
+	}
+	if _, dup := sg.entries[t.ID]; dup {
+		return sg.level, nil
+	}
+	if sg.level < t.Qty || (t.Expect > 0 && sg.level != t.Expect) {
+		return sg.level, lockx.ErrStockShort
+	}
+	e := lockx.StockEntry{ID: t.ID, User: t.User, Qty: t.Qty}
+	if t.TTL > 0 {
+		e.Deadline = s.clock().Add(t.TTL)
+	}
+	sg.level -= t.Qty
+	sg.entries[t.ID] = e
+	return sg.level, nil
+}
+
+// SettleStock implements lockx.StockBackend.
+func (s *StockStore) SettleStock(ctx context.Context, sku string, seg int, id string, confirm bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sg, err := s.segment(sku, seg)
+	if err != nil {
+		return err
+	}
+	e, ok := sg.entries[id]
+	if !ok {
+		return lockx.ErrNoStockEntry
+	}
+	if !confirm {
+		delete(sg.entries, id)
+		sg.level += e.Qty
+		return nil
+	}
+	if !e.Deadline.IsZero() && !s.clock().Before(e.Deadline) {
+		return lockx.ErrNoStockEntry // expired: ExpireStock removes it
+	}
+	e.Deadline = time.Time{}
+	sg.entries[id] = e
+	return nil
+}
+
+// AddStock implements lockx.StockBackend.
+func (s *StockStore) AddStock(ctx context.Context, sku string, seg int, n int64) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sg, err := s.segment(sku, seg)
+	if err != nil {
+		return 0, err
+	}
+	if sg.level+n < 0 {
+		return sg.level, lockx.ErrStockShort
+	}
+	sg.level += n
+	sg.supplied += n
+	return sg.level, nil
+}
+
+// ExpireStock implements lockx.StockBackend.
+func (s *StockStore) ExpireStock(ctx context.Context, sku string, seg int, max int) ([]lockx.StockEntry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sg, err := s.segment(sku, seg)
+	if err != nil {
+		return nil, err
+	}
+	now := s.clock()
+	var out []lockx.StockEntry
+	for id, e := range sg.entries {
+		if len(out) >= max {
+			break
+		}
+		if !e.Deadline.IsZero() && !now.Before(e.Deadline) {
+			delete(sg.entries, id)
+			sg.level += e.Qty
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// StockSegment implements lockx.StockBackend. Entries are sorted by ID.
+func (s *StockStore) StockSegment(ctx context.Context, sku string, seg int) (lockx.StockSegment, error) {
+	if err := ctx.Err(); err != nil {
+		return lockx.StockSegment{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sg, err := s.segment(sku, seg)
+	if err != nil {
+		return lockx.StockSegment{}, err
+	}
+	out := lockx.StockSegment{Level: sg.level, Supplied: sg.supplied, Entries: make([]lockx.StockEntry, 0, len(sg.entries))}
+	for _, e := range sg.entries {
+		out.Entries = append(out.Entries, e)
+	}
+	sort.Slice(out.Entries, func(i, j int) bool { return out.Entries[i].ID < out.Entries[j].ID })
+	return out, nil
+}
+
+// ClaimQuota implements lockx.StockBackend.
+func (s *StockStore) ClaimQuota(ctx context.Context, sku, user string, delta, limit int64) (int64, error) {
+	if err := lockx.CheckStockArgs(sku, 0); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := [2]string{sku, user}
+	n := s.quotas[k]
+	if delta > 0 && limit > 0 && n+delta > limit {
+		return n, lockx.ErrQuotaExceeded
+	}
+	n = max(n+delta, 0)
+	if s.quotas == nil {
+		s.quotas = make(map[[2]string]int64)
+	}
+	if n == 0 {
+		delete(s.quotas, k)
+	} else {
+		s.quotas[k] = n
+	}
+	return n, nil
+}
+
+// OrderStore is an in-process lockx.OrderStore, for tests and single-process
+// programs. The zero value is ready to use and safe for concurrent use.
+type OrderStore struct {
+	mu     sync.Mutex
+	orders map[string]lockx.StockOrder // by SKU + "\x00" + ID; live orders only
+	unique map[[2]string]string        // (SKU, User) → ID of the live Unique order
+}
+
+var _ lockx.OrderStore = (*OrderStore)(nil)
+
+// NewOrderStore returns an empty in-process order store.
+func NewOrderStore() *OrderStore { return &OrderStore{} }
+
+// SaveOrder implements lockx.OrderStore.
+func (s *OrderStore) SaveOrder(ctx context.Context, o lockx.StockOrder) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := o.SKU + "\x00" + o.ID
+	if _, ok := s.orders[k]; ok {
+		return nil
+	}
+	if s.orders == nil {
+		s.orders, s.unique = make(map[string]lockx.StockOrder), make(map[[2]string]string)
+	}
+	if o.Unique {
+		uk := [2]string{o.SKU, o.User}
+		if _, taken := s.unique[uk]; taken {
+			return lockx.ErrDuplicateOrder
+		}
+		s.unique[uk] = o.ID
+	}
+	s.orders[k] = o
+	return nil
+}
+
+// CancelOrder implements lockx.OrderStore.
+func (s *OrderStore) CancelOrder(ctx context.Context, sku, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := sku + "\x00" + id
+	o, ok := s.orders[k]
+	if !ok {
+		return nil
+	}
+	delete(s.orders, k)
+	if uk := [2]string{o.SKU, o.User}; o.Unique && s.unique[uk] == o.ID {
+		delete(s.unique, uk)
+	}
+	return nil
+}
+
+// OrderedUnits implements lockx.OrderStore.
+func (s *OrderStore) OrderedUnits(ctx context.Context, sku string) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, o := range s.orders {
+		if o.SKU == sku {
+			n += o.Qty
+		}
+	}
+	return n, nil
+}
+
+// InitStock implements lockx.StockBackend on the backend's own stock state,
+// so that lockx.New(memlock.New()) serves patterns/stock in both modes. The
+// stock of a Backend lives as long as the Backend does.
+func (b *Backend) InitStock(ctx context.Context, sku string, levels []int64) (int, bool, error) {
+	return backendStock(b).InitStock(ctx, sku, levels)
+}
+
+// StockLevels implements lockx.StockBackend; see InitStock.
+func (b *Backend) StockLevels(ctx context.Context, sku string, segs []int) ([]int64, error) {
+	return backendStock(b).StockLevels(ctx, sku, segs)
+}
+
+// TakeStock implements lockx.StockBackend; see InitStock.
+func (b *Backend) TakeStock(ctx context.Context, t lockx.StockTake) (int64, error) {
+	return backendStock(b).TakeStock(ctx, t)
+}
+
+// SettleStock implements lockx.StockBackend; see InitStock.
+func (b *Backend) SettleStock(ctx context.Context, sku string, seg int, id string, confirm bool) error {
+	return backendStock(b).SettleStock(ctx, sku, seg, id, confirm)
+}
+
+// AddStock implements lockx.StockBackend; see InitStock.
+func (b *Backend) AddStock(ctx context.Context, sku string, seg int, n int64) (int64, error) {
+	return backendStock(b).AddStock(ctx, sku, seg, n)
+}
+
+// ExpireStock implements lockx.StockBackend; see InitStock.
+func (b *Backend) ExpireStock(ctx context.Context, sku string, seg int, max int) ([]lockx.StockEntry, error) {
+	return backendStock(b).ExpireStock(ctx, sku, seg, max)
+}
+
+// StockSegment implements lockx.StockBackend; see InitStock.
+func (b *Backend) StockSegment(ctx context.Context, sku string, seg int) (lockx.StockSegment, error) {
+	return backendStock(b).StockSegment(ctx, sku, seg)
+}
+
+// ClaimQuota implements lockx.StockBackend; see InitStock.
+func (b *Backend) ClaimQuota(ctx context.Context, sku, user string, delta, limit int64) (int64, error) {
+	return backendStock(b).ClaimQuota(ctx, sku, user, delta, limit)
+}
+
+// backendStock holds each Backend's stock beside it, keyed weakly so that it
+// goes away with its Backend (as backendResults does for results).
+var backendStock = func() func(*Backend) *StockStore {
+	var (
+		mu sync.Mutex
+		m  = make(map[weak.Pointer[Backend]]*StockStore)
+	)
+	return func(b *Backend) *StockStore {
+		wp := weak.Make(b)
+		mu.Lock()
+		defer mu.Unlock()
+		s := m[wp]
+		if s == nil {
+			s = &StockStore{now: b.now}
+			m[wp] = s
+			runtime.AddCleanup(b, func(wp weak.Pointer[Backend]) {
+				mu.Lock()
+				delete(m, wp)
+				mu.Unlock()
+			}, wp)
+		}
+		return s
+	}
+}()
