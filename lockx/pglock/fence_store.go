@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -32,7 +33,34 @@ type FenceStore struct {
 	err         error
 }
 
-var _ lockx.FenceStore = (*FenceStore)(nil)
+var (
+	_ lockx.FenceStore = (*FenceStore)(nil)
+	_ lockx.FenceStore = (*Backend)(nil)
+)
+
+// backendFences caches the fence store of each schema a Backend uses, so
+// that Backend.Fence builds its statements once.
+var backendFences sync.Map // schema → *FenceStore
+
+// Fence implements lockx.FenceStore on the fence table of the Backend's
+// schema, so a Client's backend offers the capability:
+//
+//	store, ok := client.Backend().(lockx.FenceStore)
+//
+// It is NewFenceStore(pool, WithSchema(schema)).Fence, with the Backend's
+// auto-migration setting.
+func (b *Backend) Fence(ctx context.Context, resource string, token lockx.Token) error {
+	if b.cfg.err != nil {
+		return b.cfg.err
+	}
+	v, ok := backendFences.Load(b.cfg.schema)
+	if !ok {
+		v, _ = backendFences.LoadOrStore(b.cfg.schema, NewFenceStore(nil, WithSchema(b.cfg.schema)))
+	}
+	s := *v.(*FenceStore) // the cached statements, with this Backend's pool
+	s.pool, s.autoMigrate, s.err = b.pool, b.cfg.autoMigrate, nil
+	return s.Fence(ctx, resource, token)
+}
 
 // NewFenceStore returns a fence store on pool. WithSchema selects the
 // schema (default "lockx"); the table is created on first use unless

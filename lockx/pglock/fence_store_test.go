@@ -204,3 +204,31 @@ func TestFencedExecDefaultSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestBackendIsFenceStore(t *testing.T) {
+	e := newEnv(t, 8)
+	ctx := ctxT(t, 30*time.Second)
+	locks := lockx.New(pglock.New(e.pool, pglock.WithSchema(e.schema)))
+	defer locks.Close()
+	store, ok := locks.Backend().(lockx.FenceStore)
+	if !ok {
+		t.Fatal("pglock.Backend does not offer lockx.FenceStore")
+	}
+	l, err := locks.Acquire(ctx, "docs/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	if err := store.Fence(ctx, "docs/1", l.Token()); err != nil {
+		t.Fatal(err)
+	}
+	// The Backend and a FenceStore of the same schema share the fences.
+	s := pglock.NewFenceStore(e.pool, pglock.WithSchema(e.schema))
+	if l.Token() > 1 {
+		wantStale(t, s.Fence(ctx, "docs/1", l.Token()-1), l.Token()-1, l.Token())
+	}
+	if err := s.Fence(ctx, "docs/1", l.Token()+1); err != nil {
+		t.Fatal(err)
+	}
+	wantStale(t, store.Fence(ctx, "docs/1", l.Token()), l.Token(), l.Token()+1)
+}
