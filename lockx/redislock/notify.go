@@ -26,11 +26,13 @@ import (
 // marks and publishes nothing.
 
 const (
-	// confirmWait bounds how long the first Watch waits for the subscription
-	// to be confirmed when ctx allows longer. Returning earlier is safe: every
-	// confirmation (the first and each one after a reconnect) wakes all
-	// watchers, so a release published before the subscription took effect
-	// is followed by a wake-up anyway.
+	// confirmWait bounds how long Watch waits for the subscription to be
+	// confirmed, counted from its start, when ctx allows longer: a
+	// subscription that cannot be made (server down, SUBSCRIBE denied) delays
+	// the first waits only. Returning unconfirmed is safe: every confirmation
+	// (the first and each one after a reconnect) wakes all watchers, so a
+	// release published before the subscription took effect is followed by
+	// a wake-up anyway.
 	confirmWait = time.Second
 	// healthInterval: after this long without traffic the dispatcher pings;
 	// after twice this long without an answer it replaces the connection.
@@ -52,6 +54,7 @@ type notifier struct {
 	closed   bool
 	ps       *redis.PubSub
 	ready    chan struct{}        // closed at the first confirmed subscription
+	readyBy  time.Time            // Watch waits for ready until then at most
 	watchers map[string]*watchSet // by lock key
 }
 
@@ -91,6 +94,7 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 	}
 	if !n.started {
 		n.started = true
+		n.readyBy = time.Now().Add(confirmWait)
 		n.wg.Add(1)
 		go n.loop()
 	}
@@ -100,7 +104,7 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 		n.watchers[lk] = set
 	}
 	set.m[w] = struct{}{}
-	ready := n.ready
+	ready, readyBy := n.ready, n.readyBy
 	n.mu.Unlock()
 
 	cancel := func() {
@@ -116,7 +120,11 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 		return w.ch, cancel, nil
 	default:
 	}
-	t := time.NewTimer(confirmWait)
+	wait := time.Until(readyBy)
+	if wait <= 0 {
+		return w.ch, cancel, nil
+	}
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-ready:

@@ -240,4 +240,14 @@ func TestWatchBounded(t *testing.T) {
 	if !errors.Is(err, lockx.ErrNotAcquired) || !errors.Is(err, lockx.ErrUnavailable) {
 		t.Fatalf("Acquire on an unreachable server = %v", err)
 	}
+	// Only the first second after the subscription started is spent waiting
+	// for it: later waits do not pay again.
+	start := time.Now()
+	_, err = locks.Acquire(ctx, "k", lockx.WithWait(200*time.Millisecond))
+	if !errors.Is(err, lockx.ErrNotAcquired) {
+		t.Fatalf("Acquire on an unreachable server = %v", err)
+	}
+	if d := time.Since(start); d > 800*time.Millisecond {
+		t.Fatalf("a later Acquire took %v: Watch waited for the subscription again", d)
+	}
 }
