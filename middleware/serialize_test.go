@@ -12,6 +12,7 @@ import (
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/middleware"
+	"github.com/lockx-go/lockx/middleware/internal/fencetest"
 )
 
 func TestSerializeRunsOneAtATime(t *testing.T) {
@@ -153,5 +154,40 @@ func TestSerializeUnavailable(t *testing.T) {
 	rec := serve(h, "POST", "/", nil)
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Fatalf("closed client: status %d", rec.Code)
+	}
+}
+
+// Two replicas of a service, each with its own lockx.Client over Redis,
+// serialize the requests of one account between them.
+func TestSerializeAcrossReplicas(t *testing.T) {
+	var inside, maxInside atomic.Int32
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inside.Add(1)
+		for m := maxInside.Load(); n > m && !maxInside.CompareAndSwap(m, n); m = maxInside.Load() {
+		}
+		time.Sleep(3 * time.Millisecond)
+		inside.Add(-1)
+	})
+	var replicas []http.Handler
+	for _, b := range fencetest.RedisBackends(t, 2) {
+		locks := lockx.New(b)
+		t.Cleanup(func() { _ = locks.Close() })
+		mux := http.NewServeMux()
+		mux.Handle("POST /acct/{id}", middleware.Serialize(locks, middleware.PathKey("acct:", "id"), middleware.WithWait(10*time.Second))(handler))
+		replicas = append(replicas, mux)
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < 16; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if rec := serve(replicas[i%2], "POST", "/acct/1", nil); rec.Code != 200 {
+				t.Errorf("status %d: %s", rec.Code, rec.Body)
+			}
+		}()
+	}
+	wg.Wait()
+	if maxInside.Load() != 1 {
+		t.Fatalf("%d requests ran at once across the replicas", maxInside.Load())
 	}
 }
