@@ -186,7 +186,12 @@ func (b *Backend) connect(ctx context.Context, idx int) (*session, error) {
 	err = b.prepare(ctx, conn)
 	if err != nil && isMissingSchema(err) && b.cfg.autoMigrate {
 		if err = migrate(ctx, conn.Conn(), b.cfg.schema); err == nil {
-			err = b.prepare(ctx, conn)
+			// Statements prepared before the failing one persist (prepared
+			// statements are not transactional). This connection never goes
+			// back to the pool open, so dropping them all is safe.
+			if err = pg.Exec(ctx, "DEALLOCATE ALL").Close(); err == nil {
+				err = b.prepare(ctx, conn)
+			}
 		}
 	}
 	if err != nil {
@@ -222,15 +227,19 @@ func (b *Backend) prepare(ctx context.Context, conn *pgxpool.Conn) error {
 	return first
 }
 
-// Connect connects every holder session now — creating the schema if
-// needed — instead of on first use, and reports the first failure. Use it at
-// start-up to fail fast on a wrong address or missing rights; the listener
-// session still connects when the first waiter needs it.
+// Connect connects every holder session and the listener session now —
+// creating the schema if needed — instead of on first use, and reports the
+// first failure. Use it at start-up to fail fast on a wrong address or
+// missing rights, and so that the first waiter does not wait for a new
+// connection.
 func (b *Backend) Connect(ctx context.Context) error {
 	for i := range b.sessions {
 		if _, err := b.session(ctx, i); err != nil {
 			return unavailable("connect", err)
 		}
+	}
+	if err := b.lst.warm(ctx); err != nil {
+		return unavailable("connect", err)
 	}
 	return nil
 }

@@ -30,6 +30,8 @@ type listener struct {
 	interrupt context.CancelFunc // ends the current WaitForNotification
 	failed    chan struct{}      // closed (and replaced) when connecting fails
 	failErr   error
+	up        chan struct{} // closed when listening
+	listening bool
 	done      chan struct{}
 }
 
@@ -41,7 +43,7 @@ type flag struct {
 }
 
 func newListener(b *Backend) *listener {
-	return &listener{b: b, flags: make(map[int64]*flag), failed: make(chan struct{})}
+	return &listener{b: b, flags: make(map[int64]*flag), failed: make(chan struct{}), up: make(chan struct{})}
 }
 
 // ensure takes a reference on hash's flag and waits until the flag is held
@@ -59,12 +61,7 @@ func (l *listener) ensure(ctx context.Context, hash int64) error {
 		return nil
 	}
 	ready, failed := f.ready, l.failed
-	if !l.running {
-		l.running = true
-		l.done = make(chan struct{})
-		l.b.wg.Add(1)
-		go l.run()
-	}
+	l.startLocked()
 	l.kickLocked()
 	l.mu.Unlock()
 	select {
@@ -82,6 +79,39 @@ func (l *listener) ensure(ctx context.Context, hash int64) error {
 	case <-l.b.closing:
 		l.unref(hash)
 		return errClosed
+	}
+}
+
+// warm starts the listener and waits until it listens.
+func (l *listener) warm(ctx context.Context) error {
+	l.mu.Lock()
+	if l.listening {
+		l.mu.Unlock()
+		return nil
+	}
+	up, failed := l.up, l.failed
+	l.startLocked()
+	l.mu.Unlock()
+	select {
+	case <-up:
+		return nil
+	case <-failed:
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.failErr
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-l.b.closing:
+		return errClosed
+	}
+}
+
+func (l *listener) startLocked() {
+	if !l.running {
+		l.running = true
+		l.done = make(chan struct{})
+		l.b.wg.Add(1)
+		go l.run()
 	}
 }
 
@@ -148,16 +178,19 @@ func (l *listener) run() {
 				continue
 			}
 			conn, retry = c, 50*time.Millisecond
+			l.setListening(true)
 			l.b.wakeAll() // notifications may have been missed while down
 		}
 		if err := l.syncFlags(conn); err != nil {
 			l.logf("pglock: listener flags", err)
+			l.setListening(false)
 			l.closeConn(conn)
 			conn = nil
 			continue
 		}
 		if err := l.wait(conn); err != nil {
 			l.logf("pglock: listener lost", err)
+			l.setListening(false)
 			l.closeConn(conn)
 			conn = nil
 		}
@@ -195,6 +228,20 @@ func (l *listener) connect() (*pgxpool.Conn, error) {
 	}
 	l.mu.Unlock()
 	return conn, nil
+}
+
+func (l *listener) setListening(on bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if on == l.listening {
+		return
+	}
+	l.listening = on
+	if on {
+		close(l.up)
+	} else {
+		l.up = make(chan struct{})
+	}
 }
 
 func (l *listener) fail(err error) {

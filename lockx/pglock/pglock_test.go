@@ -32,7 +32,7 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func newEnv(t *testing.T, maxConns int32) *env {
+func newEnv(t testing.TB, maxConns int32) *env {
 	t.Helper()
 	dsn := testenv.PostgresURL(t)
 	cfg, err := pgxpool.ParseConfig(dsn)
@@ -40,11 +40,13 @@ func newEnv(t *testing.T, maxConns int32) *env {
 		t.Fatal(err)
 	}
 	cfg.MaxConns = maxConns
+	e0 := "lockx_test_" + randHex(6)
+	cfg.ConnConfig.RuntimeParams["application_name"] = e0
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{dsn: dsn, pool: pool, schema: "lockx_test_" + randHex(6)}
+	e := &env{dsn: dsn, pool: pool, schema: e0}
 	t.Cleanup(func() {
 		pool.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -79,7 +81,7 @@ func (e *env) client(t *testing.T, opts ...pglock.Option) (*lockx.Client, *pgloc
 	return c, b
 }
 
-func ctxT(t *testing.T, d time.Duration) context.Context {
+func ctxT(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx
@@ -92,6 +94,7 @@ func TestConformance(t *testing.T) {
 		// Connected up front like a started process, so that the suite's
 		// timing (waiters 60 ms apart) does not measure connection set-up.
 		b := pglock.New(e.pool, pglock.WithSchema(e.schema), pglock.WithSessions(1))
+		t.Cleanup(func() { _ = b.Close() }) // Close is idempotent; not every caller closes
 		if err := b.Connect(ctxT(t, 10*time.Second)); err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,76 @@
+// Package pglock is lockx's PostgreSQL backend: session advisory locks
+// through pgx v5, fencing tokens from a durable sequence, leases, fair
+// queues, LISTEN/NOTIFY wake-up, and transaction-scoped locks.
+//
+//	pool, _ := pgxpool.New(ctx, "postgres://app@db/app")
+//	locks := lockx.New(pglock.New(pool))
+//	defer locks.Close() // before pool.Close
+//
+//	lock, err := locks.Acquire(ctx, "order:42")
+//	...
+//	defer lock.Release(ctx)
+//	write(ctx, lock.Token()) // UPDATE … WHERE fence <= $token
+//
+// # How a lock is held
+//
+// A key is hashed with its namespace (WithNamespace) to a 64-bit
+// advisory-lock key (FNV-1a; a collision costs false contention, never
+// safety). The lock is taken with pg_try_advisory_lock on one of a few
+// pinned holder sessions (WithSessions, default 4) that the Backend keeps
+// out of the pool; many locks share a session, and the Backend's memory
+// records which owner holds which key, since PostgreSQL cannot tell two
+// owners of one session apart. In the same statement the grant draws its
+// fencing token from the sequence <schema>.lockx_fence and records a row in
+// the UNLOGGED table <schema>.lockx_held (key, owner, token, lease, session
+// pid), which lets any process check an owner, see a holder's lease, or
+// force-release a lock.
+//
+// If a holder session dies — pg_terminate_backend, a server restart, a
+// network cut — PostgreSQL frees its locks; the Backend's health check
+// (WithHealthInterval, default 1 s) notices and reports each of them lost:
+// the next Extend returns lockx.ErrNotHeld, so the Client's watchdog fires
+// Lost, and NotifyLoss callbacks run at once.
+//
+// # Leases
+//
+// Advisory locks have no TTL. The lease given to Acquire (lockx.WithLease,
+// or the watchdog's) lives in the lock's row and in the Backend's memory:
+// when it passes without Extend, the Backend frees the lock and wakes
+// waiters. A holder process that dies frees its locks at once (its sessions
+// end); one that hangs keeps them until its sessions are killed — use
+// fencing tokens for that case.
+//
+// # Waiting
+//
+// Waiters do not hold connections. A waiting process holds a shared
+// "wait flag" advisory lock for the key on its one listener session, which
+// LISTENs on the schema's channel; a release notifies only when it cannot
+// take that flag, so uncontended releases send no NOTIFY. Fair waiters
+// (lockx.Fair) queue in <schema>.lockx_queue, across processes, in arrival
+// order; only the head may take the lock, a release's notification names
+// the head so that only it wakes, and plain acquisitions yield to live fair
+// waiters. Crashed waiters drop out after their queue TTL.
+//
+// # Transactions
+//
+// TxLock and TryTxLock take a key for the rest of a transaction
+// (pg_advisory_xact_lock) with a fencing token from the same sequence: the
+// lock and the write it protects commit or roll back together.
+//
+// # Schema and rights
+//
+// The schema (WithSchema, default "lockx") is created on first use, or by
+// Migrate at deploy time (then use WithoutAutoMigrate). Creating it needs
+// CREATE on the database; using it needs USAGE on the schema, USAGE and
+// UPDATE on the sequence, and SELECT, INSERT, UPDATE, DELETE on the two
+// tables. Errors name the missing right.
+//
+// # Connection budget
+//
+// A Backend uses at most WithSessions holder sessions (capped at half the
+// pool's MaxConns) plus one listener session while anything waits, however
+// many locks are held or awaited. Keep max_locks_per_transaction ×
+// max_connections above the number of locks held at once across the
+// cluster: session advisory locks live in the server's shared lock table.
+// ARCHITECTURE.md in this directory explains each choice.
+package pglock

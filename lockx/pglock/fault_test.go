@@ -1,0 +1,203 @@
+package pglock_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/pglock"
+)
+
+// holderPID returns the backend pid of the session that holds key.
+func (e *env) holderPID(t *testing.T, key string) int {
+	t.Helper()
+	var pid int
+	err := e.pool.QueryRow(ctxT(t, 5*time.Second),
+		"SELECT pid FROM "+pgx.Identifier{e.schema, "lockx_held"}.Sanitize()+" WHERE key = $1", []byte(key)).Scan(&pid)
+	if err != nil {
+		t.Fatalf("holder pid of %q: %v", key, err)
+	}
+	return pid
+}
+
+func (e *env) terminate(t *testing.T, pid int) {
+	t.Helper()
+	var ok bool
+	if err := e.pool.QueryRow(ctxT(t, 5*time.Second), "SELECT pg_terminate_backend($1)", pid).Scan(&ok); err != nil || !ok {
+		t.Fatalf("pg_terminate_backend(%d) = %v, %v", pid, ok, err)
+	}
+}
+
+// A holder session killed on the server: the holder's Lost fires (the
+// Backend's health check notices, and the watchdog's next renewal reports
+// ErrNotHeld), and a waiter gets the lock with a greater token.
+func TestTerminateHolderSession(t *testing.T) {
+	e := newEnv(t, 20)
+	c1, b1 := e.client(t)
+	c2, _ := e.client(t)
+	const key = "terminate-me"
+	l, err := c1.Acquire(ctxT(t, 5*time.Second), key, lockx.WithWatchdog(3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lossSignal := make(chan struct{})
+	stop := b1.NotifyLoss(key, l.Owner(), func() { close(lossSignal) })
+	defer stop()
+	got := make(chan *lockx.Lock, 1)
+	go func() {
+		l2, err := c2.Acquire(ctxT(t, 15*time.Second), key, lockx.WithBackoff(5*time.Second, 5*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l2
+	}()
+	time.Sleep(100 * time.Millisecond)
+	killed := time.Now()
+	e.terminate(t, e.holderPID(t, key))
+
+	select {
+	case <-lossSignal:
+		t.Logf("backend reported the loss after %v", time.Since(killed))
+	case <-time.After(2500 * time.Millisecond):
+		t.Fatal("NotifyLoss did not fire within the health interval")
+	}
+	select {
+	case <-l.Lost():
+		t.Logf("Lost fired after %v", time.Since(killed))
+	case <-time.After(3 * time.Second):
+		t.Fatal("holder's Lost did not fire")
+	}
+	if !errors.Is(context.Cause(l.Context()), lockx.ErrLost) {
+		t.Fatalf("cause = %v", context.Cause(l.Context()))
+	}
+	select {
+	case l2 := <-got:
+		if l2 == nil {
+			return
+		}
+		t.Logf("waiter acquired after %v", time.Since(killed))
+		if l2.Token() <= l.Token() {
+			t.Fatalf("waiter token %d not greater than %d", l2.Token(), l.Token())
+		}
+		_ = l2.Release(context.Background())
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter did not acquire after the holder's session died")
+	}
+	// The backend recovers: a new session serves new locks.
+	l3, err := c1.Acquire(ctxT(t, 5*time.Second), key+"-after")
+	if err != nil {
+		t.Fatalf("acquire after session loss: %v", err)
+	}
+	_ = l3.Release(context.Background())
+}
+
+// Every session of the test is terminated (as a server restart would end
+// them): tokens keep increasing afterwards, for the same key and others.
+func TestTerminateAllSessionsTokensIncrease(t *testing.T) {
+	e := newEnv(t, 20)
+	c, _ := e.client(t)
+	last := map[string]lockx.Token{}
+	round := func() {
+		for _, k := range []string{"a", "b", "c"} {
+			l, err := c.Acquire(ctxT(t, 10*time.Second), k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Token() <= last[k] {
+				t.Fatalf("key %s: token %d not greater than %d", k, l.Token(), last[k])
+			}
+			last[k] = l.Token()
+			if err := l.Release(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	round()
+	l, err := c.Acquire(ctxT(t, 5*time.Second), "held-through-it")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	err = e.pool.QueryRow(ctxT(t, 5*time.Second), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name = $1`, e.schema).Scan(&n)
+	if err != nil || n == 0 {
+		t.Fatalf("terminated %d sessions: %v", n, err)
+	}
+	select {
+	case <-l.Lost():
+	case <-time.After(35 * time.Second):
+		t.Fatal("lock held through the restart was not reported lost")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		// The pool may hand out a connection that died with the others
+		// before noticing; the first attempts may fail as unavailable.
+		l, err := c.TryAcquire(ctxT(t, 5*time.Second), "probe")
+		if err == nil {
+			_ = l.Release(context.Background())
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("backend did not recover: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	round()
+}
+
+// Cancelling waiting callers — also while their statements run on the
+// session that holds other locks — never kills that session.
+func TestCancelWhileWaitingKeepsSession(t *testing.T) {
+	e := newEnv(t, 20)
+	c, b := e.client(t, pglock.WithSessions(1))
+	other, _ := e.client(t)
+	held, err := c.Acquire(ctxT(t, 5*time.Second), "kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := e.holderPID(t, "kept")
+	busy, err := other.Acquire(ctxT(t, 5*time.Second), "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 40; i++ {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(rand.IntN(2000))*time.Microsecond)
+				_, err := c.Acquire(ctx, "busy", lockx.WithBackoff(time.Millisecond, 2*time.Millisecond))
+				cancel()
+				if !errors.Is(err, lockx.ErrNotAcquired) {
+					t.Errorf("Acquire of a held key = %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := e.holderPID(t, "kept"); got != pid {
+		t.Fatalf("holder session changed from %d to %d", pid, got)
+	}
+	select {
+	case <-held.Lost():
+		t.Fatal("a cancelled waiter cost another lock its session")
+	default:
+	}
+	if err := held.Extend(ctxT(t, 5*time.Second), time.Minute); err != nil {
+		t.Fatalf("Extend after cancelled waits: %v", err)
+	}
+	if _, err := other.TryAcquire(ctxT(t, 5*time.Second), "kept"); !errors.Is(err, lockx.ErrNotAcquired) {
+		t.Fatalf("kept lock acquirable by another client: %v", err)
+	}
+	_ = busy.Release(context.Background())
+	_ = held.Release(context.Background())
+	_ = b
+}

@@ -1,0 +1,143 @@
+package pglock_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/pglock"
+)
+
+// 64 goroutines on four clients take eight keys over and over: never two
+// holders of one key at once, and every grant's token is greater than the
+// key's previous one.
+func TestManyGoroutinesNoOverlap(t *testing.T) {
+	e := newEnv(t, 40)
+	perGoroutine := 1000
+	if testing.Short() || raceEnabled {
+		perGoroutine = 150 // the race detector makes this CPU-bound on 2 cores
+	}
+	const goroutines, keys = 64, 8
+	clients := make([]*lockx.Client, 4)
+	for i := range clients {
+		clients[i], _ = e.client(t)
+	}
+	type keyState struct {
+		inside atomic.Int32
+		mu     sync.Mutex
+		last   lockx.Token
+	}
+	states := make([]keyState, keys)
+	var grants atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for g := 0; g < goroutines; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := clients[g%len(clients)]
+			for i := 0; i < perGoroutine; i++ {
+				k := (g + i) % keys
+				l, err := c.Acquire(ctxT(t, 60*time.Second), fmt.Sprintf("k%d", k), lockx.WithLease(10*time.Second))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				st := &states[k]
+				if n := st.inside.Add(1); n != 1 {
+					t.Errorf("key %d: %d holders at once", k, n)
+				}
+				st.mu.Lock()
+				if l.Token() <= st.last {
+					t.Errorf("key %d: token %d after %d", k, l.Token(), st.last)
+				}
+				st.last = l.Token()
+				st.mu.Unlock()
+				st.inside.Add(-1)
+				if err := l.Release(context.Background()); err != nil {
+					t.Error(err)
+					return
+				}
+				grants.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d grants in %v (%.0f/s)", grants.Load(), time.Since(start), float64(grants.Load())/time.Since(start).Seconds())
+}
+
+// 1000 locks held and 100 waiters waiting cost one Backend no more than its
+// sessions plus one listener connection; the waiters are woken by NOTIFY.
+func TestConnectionBudget(t *testing.T) {
+	e := newEnv(t, 30)
+	const sessions = 4
+	holder := e.backend(t, pglock.WithSessions(sessions))
+	waiters, _ := e.client(t, pglock.WithSessions(sessions))
+	ctx := ctxT(t, 60*time.Second)
+	owners := make([]lockx.Owner, 1000)
+	var wg sync.WaitGroup
+	errs := make(chan error, len(owners))
+	for g := 0; g < 20; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < len(owners); i += 20 {
+				owners[i] = lockx.NewOwner()
+				r, err := holder.Acquire(ctx, lockx.Request{Key: fmt.Sprintf("budget-%d", i), Owner: owners[i], Lease: time.Minute})
+				if err == nil && !r.Acquired {
+					err = fmt.Errorf("lock %d not granted", i)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	got := make(chan time.Time, 100)
+	for i := 0; i < 100; i++ {
+		go func() {
+			l, err := waiters.Acquire(ctx, fmt.Sprintf("budget-%d", i), lockx.WithBackoff(10*time.Second, 10*time.Second))
+			if err != nil {
+				t.Error(err)
+				got <- time.Time{}
+				return
+			}
+			got <- time.Now()
+			_ = l.Release(context.Background())
+		}()
+	}
+	time.Sleep(500 * time.Millisecond) // every waiter has tried and waits
+	st := e.pool.Stat()
+	t.Logf("1000 held, 100 waiting: pool acquired %d, total %d", st.AcquiredConns(), st.TotalConns())
+	if limit := int32(2 * (sessions + 1)); st.AcquiredConns() > limit {
+		t.Fatalf("%d pool connections in use by two Backends, budget %d", st.AcquiredConns(), limit)
+	}
+	released := time.Now()
+	for i := 0; i < 100; i++ {
+		if err := holder.Release(ctx, fmt.Sprintf("budget-%d", i), owners[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var slowest time.Duration
+	for i := 0; i < 100; i++ {
+		select {
+		case at := <-got:
+			if d := at.Sub(released); d > slowest {
+				slowest = d
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("waiters not woken within 5 s (backoff is 10 s)")
+		}
+	}
+	t.Logf("all 100 waiters acquired within %v of the releases", slowest)
+}

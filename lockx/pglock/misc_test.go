@@ -1,0 +1,188 @@
+package pglock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/pglock"
+)
+
+// A pool pointed at a server that is down: a typed ErrUnavailable, fast.
+func TestServerDown(t *testing.T) {
+	pool, err := pgxpool.New(context.Background(), "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	c := lockx.New(pglock.New(pool))
+	defer c.Close()
+	start := time.Now()
+	_, err = c.TryAcquire(ctxT(t, 10*time.Second), "k")
+	if !errors.Is(err, lockx.ErrUnavailable) {
+		t.Fatalf("TryAcquire against a closed port = %v, want ErrUnavailable", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("took %v to fail", d)
+	}
+	t.Logf("failed in %v: %v", time.Since(start), err)
+	_, err = c.Acquire(ctxT(t, 300*time.Millisecond), "k")
+	if !errors.Is(err, lockx.ErrNotAcquired) || !errors.Is(err, lockx.ErrUnavailable) {
+		t.Fatalf("Acquire = %v, want ErrNotAcquired with the last ErrUnavailable", err)
+	}
+}
+
+// A role that may not create the schema gets an error naming the right.
+func TestMissingCreatePrivilege(t *testing.T) {
+	e := newEnv(t, 5)
+	role := "lockx_noright_" + randHex(4)
+	admin := e.pool
+	ctx := ctxT(t, 20*time.Second)
+	if _, err := admin.Exec(ctx, "CREATE ROLE "+pgx.Identifier{role}.Sanitize()+" LOGIN"); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(e.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.User = role
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		pool.Close()
+		_, _ = admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+pgx.Identifier{role}.Sanitize())
+	})
+	err = pglock.Migrate(ctx, pool, pglock.WithSchema(e.schema))
+	if err == nil || !strings.Contains(err.Error(), "CREATE privilege on the database") {
+		t.Fatalf("Migrate as %s = %v, want the missing CREATE privilege named", role, err)
+	}
+	t.Log(err)
+	b := pglock.New(pool, pglock.WithSchema(e.schema))
+	defer b.Close()
+	_, err = lockx.New(b).TryAcquire(ctx, "k")
+	if !errors.Is(err, lockx.ErrUnavailable) || !strings.Contains(err.Error(), "CREATE privilege") {
+		t.Fatalf("TryAcquire as %s = %v", role, err)
+	}
+	// With the schema created by a privileged role but no rights on it,
+	// the error names the rights the role lacks.
+	if err := pglock.Migrate(ctx, admin, pglock.WithSchema(e.schema)); err != nil {
+		t.Fatal(err)
+	}
+	b2 := pglock.New(pool, pglock.WithSchema(e.schema))
+	defer b2.Close()
+	_, err = b2.Acquire(ctx, lockx.Request{Key: "k", Owner: lockx.NewOwner(), Lease: time.Second})
+	if !errors.Is(err, lockx.ErrUnavailable) || !strings.Contains(err.Error(), "lacks USAGE") {
+		t.Fatalf("Acquire without rights on the schema = %v", err)
+	}
+	t.Log(err)
+}
+
+// A waiter whose backoff is 5 s acquires within a fraction of it after a
+// release in another process: NOTIFY, not polling.
+func TestWakeUpByNotify(t *testing.T) {
+	e := newEnv(t, 20)
+	c1, _ := e.client(t)
+	c2, _ := e.client(t)
+	for _, fair := range []bool{false, true} {
+		opts := []lockx.Option{lockx.WithBackoff(5*time.Second, 5*time.Second)}
+		if fair {
+			opts = append(opts, lockx.Fair(), lockx.WithQueueTTL(time.Minute))
+		}
+		l, err := c1.Acquire(ctxT(t, 5*time.Second), "wake", opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan time.Time, 1)
+		go func() {
+			l2, err := c2.Acquire(ctxT(t, 20*time.Second), "wake", opts...)
+			if err != nil {
+				t.Error(err)
+				got <- time.Time{}
+				return
+			}
+			got <- time.Now()
+			_ = l2.Release(context.Background())
+		}()
+		time.Sleep(300 * time.Millisecond)
+		released := time.Now()
+		_ = l.Release(context.Background())
+		select {
+		case at := <-got:
+			t.Logf("fair=%v: woken %v after release", fair, at.Sub(released))
+			if d := at.Sub(released); d > time.Second {
+				t.Fatalf("fair=%v: woken after %v", fair, d)
+			}
+		case <-time.After(4 * time.Second):
+			t.Fatalf("fair=%v: not woken by the release", fair)
+		}
+	}
+}
+
+// Shared holds coexist, exclude exclusive ones within a process and across
+// processes, and are released one owner at a time.
+func TestSharedLocks(t *testing.T) {
+	e := newEnv(t, 20)
+	b1 := e.backend(t)
+	b2 := e.backend(t)
+	ctx := ctxT(t, 10*time.Second)
+	req := func(owner lockx.Owner) lockx.Request {
+		return lockx.Request{Key: "doc", Owner: owner, Lease: 10 * time.Second}
+	}
+	r1, r2, r3, w := lockx.NewOwner(), lockx.NewOwner(), lockx.NewOwner(), lockx.NewOwner()
+	for _, c := range []struct {
+		b     *pglock.Backend
+		owner lockx.Owner
+	}{{b1, r1}, {b1, r2}, {b2, r3}} {
+		res, err := c.b.AcquireShared(ctx, req(c.owner))
+		if err != nil || !res.Acquired {
+			t.Fatalf("AcquireShared = %+v, %v", res, err)
+		}
+	}
+	for _, b := range []*pglock.Backend{b1, b2} {
+		if res, err := b.Acquire(ctx, req(w)); err != nil || res.Acquired {
+			t.Fatalf("exclusive Acquire while readers hold = %+v, %v", res, err)
+		}
+	}
+	if _, err := b1.TTL(ctx, "doc", r1); err != nil {
+		t.Fatalf("TTL of a shared hold: %v", err)
+	}
+	for _, c := range []struct {
+		b     *pglock.Backend
+		owner lockx.Owner
+	}{{b1, r1}, {b1, r2}, {b2, r3}} {
+		if err := c.b.Release(ctx, "doc", c.owner); err != nil {
+			t.Fatalf("Release shared: %v", err)
+		}
+	}
+	if err := b1.Release(ctx, "doc", r1); !errors.Is(err, lockx.ErrNotHeld) {
+		t.Fatalf("second Release = %v, want ErrNotHeld", err)
+	}
+	res, err := b2.Acquire(ctx, req(w))
+	if err != nil || !res.Acquired {
+		t.Fatalf("exclusive Acquire after readers left = %+v, %v", res, err)
+	}
+	if res, err := b1.AcquireShared(ctx, req(r1)); err != nil || res.Acquired {
+		t.Fatalf("AcquireShared while a writer holds = %+v, %v", res, err)
+	}
+	_ = b2.Release(ctx, "doc", w)
+}
+
+// The schema and its objects are quoted: odd schema names work.
+func TestOddSchemaName(t *testing.T) {
+	e := newEnv(t, 10)
+	e.schema = `Odd "schema"; ` + randHex(3)
+	c, _ := e.client(t)
+	l, err := c.Acquire(ctxT(t, 10*time.Second), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Release(context.Background())
+}
