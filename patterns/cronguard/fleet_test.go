@@ -109,11 +109,14 @@ func (f *fleet) run(t *testing.T, name string, clients []*lockx.Client) time.Tim
 				runs.Add(1)
 				go func() {
 					defer runs.Done()
+					// A bound, so that a store that hangs fails the test, not the binary.
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					defer cancel()
 					var err error
 					if f.mode == "scheduled" || f.mode == "atleastonce" {
-						err = job.RunAt(context.Background(), scheduled)
+						err = job.RunAt(ctx, scheduled)
 					} else {
-						err = job.RunNow(context.Background())
+						err = job.RunNow(ctx)
 					}
 					if err != nil && !errors.Is(err, cronguard.ErrSkipped) {
 						t.Errorf("%s: instance %d, trigger %d: %v", f.name, i, k, err)
@@ -226,7 +229,7 @@ func jobName(t *testing.T) string {
 // per instance, all reaching the same store). The scenarios mostly sleep, so
 // they run at once, in goroutines rather than parallel subtests: go test
 // runs only GOMAXPROCS parallel tests at a time.
-func fleetSuite(t *testing.T, newClient func(t *testing.T) *lockx.Client, triggers int, modes ...string) {
+func fleetSuite(t *testing.T, newClient func(t *testing.T) *lockx.Client, triggers int, slow bool, modes ...string) {
 	const period = 250 * time.Millisecond
 	clients := func() []*lockx.Client {
 		cs := make([]*lockx.Client, 5)
@@ -263,7 +266,23 @@ func fleetSuite(t *testing.T, newClient func(t *testing.T) *lockx.Client, trigge
 			f.checkStore(t, name)
 		})
 	}
-	scenarios = append(scenarios, func() {
+	if slow {
+		scenarios = append(scenarios, slowScenarios(t, period, triggers, clients)...)
+	}
+	var wg sync.WaitGroup
+	for _, s := range scenarios {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s()
+		}()
+	}
+	wg.Wait()
+}
+
+// slowScenarios: a job longer than the period, skipped or overlapping.
+func slowScenarios(t *testing.T, period time.Duration, triggers int, clients func() []*lockx.Client) []func() {
+	return []func(){func() {
 		f := newFleet("SlowJob/SkipOverlap", period, triggers/2, "scheduled")
 		f.jobTime = period * 3 / 2
 		f.opts = []cronguard.Option{cronguard.AtMostFor(8 * period)}
@@ -301,14 +320,5 @@ func fleetSuite(t *testing.T, newClient func(t *testing.T) *lockx.Client, trigge
 		if f.maxActive < 2 {
 			t.Errorf("%s: max %d runs at once, want overlapping runs", f.name, f.maxActive)
 		}
-	})
-	var wg sync.WaitGroup
-	for _, s := range scenarios {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s()
-		}()
-	}
-	wg.Wait()
+	}}
 }

@@ -26,7 +26,7 @@ func memClients(b *memlock.Backend) func(t *testing.T) *lockx.Client {
 
 func TestFleetMemlock(t *testing.T) {
 	t.Parallel()
-	fleetSuite(t, memClients(memlock.New()), 40, "scheduled", "now", "backend", "atleastonce")
+	fleetSuite(t, memClients(memlock.New()), 40, true, "scheduled", "now", "backend", "atleastonce")
 }
 
 // killable stands for a runner's process: once killed, nothing it sends
@@ -113,11 +113,16 @@ func killedAtMostOnce(t *testing.T, newBackend func() lockx.Backend, opts ...cro
 	trig := time.Now().Truncate(250 * time.Millisecond)
 	var wg sync.WaitGroup
 	wg.Add(1)
+	doomedErr := make(chan error, 1)
 	go func() {
 		defer wg.Done()
-		_ = doomed.RunAt(context.Background(), trig)
+		doomedErr <- doomed.RunAt(context.Background(), trig)
 	}()
-	<-s.started
+	select {
+	case <-s.started:
+	case err := <-doomedErr:
+		t.Fatalf("the doomed instance did not run: %v", err)
+	}
 	claimed := time.Now()
 	k.dead.Store(true)
 	_ = doomedClient.Close() // closes its backend too: a PostgreSQL session ends, and its locks with it
@@ -166,11 +171,16 @@ func killedAtLeastOnce(t *testing.T, newBackend func() lockx.Backend, store cron
 
 	var wg sync.WaitGroup
 	wg.Add(1)
+	doomedErr := make(chan error, 1)
 	go func() {
 		defer wg.Done()
-		_ = doomed.RunAt(context.Background(), trig)
+		doomedErr <- doomed.RunAt(context.Background(), trig)
 	}()
-	<-s.started
+	select {
+	case <-s.started:
+	case err := <-doomedErr:
+		t.Fatalf("the doomed instance did not run: %v", err)
+	}
 	// The other instances fire for the same trigger and wait on its claim.
 	results := make(chan error, 4)
 	for i := range 4 {
