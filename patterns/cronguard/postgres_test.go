@@ -1,0 +1,107 @@
+package cronguard_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lockx-go/lockx/internal/testenv"
+	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/pglock"
+	"github.com/lockx-go/lockx/patterns/cronguard"
+)
+
+// pgBackends returns a factory of backends, each on a pool of its own as
+// separate processes would have (at most 3 connections: one holder session,
+// the listener, one for queries; PostgreSQL's 100 are shared by every test
+// on the machine), in a schema of the test's own dropped at cleanup.
+func pgBackends(t *testing.T) func() lockx.Backend {
+	dsn := testenv.PostgresURL(t)
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "cronguard_test_" + hex.EncodeToString(b[:])
+	t.Cleanup(func() { // registered first: runs after every pool and backend is closed
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Errorf("cleanup connect: %v", err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			t.Errorf("drop schema: %v", err)
+		}
+	})
+	return func() lockx.Backend {
+		cfg, err := pgxpool.ParseConfig(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.MaxConns = 3
+		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		be := pglock.New(pool, pglock.WithSchema(schema), pglock.WithSessions(1))
+		t.Cleanup(func() { _ = be.Close() })
+		return be
+	}
+}
+
+func TestFleetPostgres(t *testing.T) {
+	t.Parallel()
+	// 2 scenarios × 5 instances × 3 connections.
+	newBackend := pgBackends(t)
+	fleetSuite(t, func(t *testing.T) *lockx.Client { return clientOf(t, newBackend()) }, 80, false, "scheduled", "atleastonce")
+}
+
+// The PostgreSQL kill tests are not parallel: they run (and close their
+// connections) before the parallel fleet tests start.
+func TestRunnerKilledAtLeastOncePostgres(t *testing.T) {
+	newBackend := pgBackends(t)
+	store, err := cronguard.NewBackendStore(newBackend().(lockx.ResultStore), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	killedAtLeastOnce(t, newBackend, store)
+}
+
+// A killed runner's PostgreSQL session ends, and its advisory lock with it:
+// the durable claim of a BackendStore keeps the trigger from running again.
+func TestRunnerKilledAtMostOncePostgres(t *testing.T) {
+	newBackend := pgBackends(t)
+	store, err := cronguard.NewBackendStore(newBackend().(lockx.ResultStore), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	killedAtMostOnce(t, newBackend, cronguard.WithStore(store))
+}
+
+// pglock's Clock is the server's clock_timestamp(): on this machine it
+// agrees with the local clock, and triggers named by it run.
+func TestBackendTimePostgres(t *testing.T) {
+	b := pgBackends(t)()
+	clock, ok := b.(cronguard.Clock)
+	if !ok {
+		t.Fatal("pglock.Backend does not implement cronguard.Clock")
+	}
+	now, err := clock.Now(context.Background())
+	if d := time.Since(now); err != nil || d < -time.Second || d > time.Second {
+		t.Fatalf("Now = %v, %v: %v from the local clock", now, err, d)
+	}
+	job, err := cronguard.Guard(clientOf(t, b), jobName(t), func(context.Context) error { return nil },
+		cronguard.Every(time.Minute), cronguard.UsingBackendTime())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := job.RunNow(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
