@@ -13,7 +13,7 @@ import (
 // loops, robfig/cron — *Job is a cron.Job —, Kubernetes-style sidecars), or
 // RunAt to one that knows the time it meant.
 type Job struct {
-	*Claimer
+	c  *Claimer
 	fn func(context.Context) error
 }
 
@@ -35,8 +35,15 @@ func Guard(locks *lockx.Client, job string, fn func(context.Context) error, opts
 	if err != nil {
 		return nil, err
 	}
-	return &Job{Claimer: c, fn: fn}, nil
+	return &Job{c: c, fn: fn}, nil
 }
+
+// Name returns the job's name.
+func (j *Job) Name() string { return j.c.job }
+
+// LastRuns returns up to n of the job's most recent outcome records, newest
+// first (all that the store keeps if n <= 0).
+func (j *Job) LastRuns(ctx context.Context, n int) ([]Run, error) { return j.c.LastRuns(ctx, n) }
 
 // Run runs the trigger nearest to now if this instance wins it. Its
 // signature fits any scheduler; outcomes go to the store and skips to the
@@ -46,7 +53,7 @@ func (j *Job) Run() { _ = j.RunNow(context.Background()) }
 // RunNow is Run with a context and a result: nil or the job's error if this
 // instance ran the trigger, a *SkipError (ErrSkipped) if it did not.
 func (j *Job) RunNow(ctx context.Context) error {
-	cl, err := j.ClaimNow(ctx)
+	cl, err := j.c.ClaimNow(ctx)
 	if err != nil {
 		return err
 	}
@@ -57,7 +64,7 @@ func (j *Job) RunNow(ctx context.Context) error {
 // meant, if this instance wins it. It returns nil or the job's error if this
 // instance ran it, and a *SkipError (ErrSkipped) if it did not.
 func (j *Job) RunAt(ctx context.Context, scheduled time.Time) error {
-	cl, err := j.Claim(ctx, scheduled)
+	cl, err := j.c.Claim(ctx, scheduled)
 	if err != nil {
 		return err
 	}
