@@ -91,6 +91,9 @@ func (c *Claimer) Claim(ctx context.Context, at time.Time) (*Claim, error) {
 		cl.ceilingHit.Store(true)
 		cancel(ErrAtMostFor)
 	})
+	if cl.lock == nil { // AtMostOnce: the claim is not the Client's to watch
+		cl.watchLoss(cancel)
+	}
 	for _, l := range []*lockx.Lock{cl.lock, cl.run} {
 		if l != nil {
 			lctx := l.Context()

@@ -28,6 +28,8 @@ type Claim struct {
 	lock    *lockx.Lock // AtLeastOnce: the trigger's renewed lock
 	run     *lockx.Lock // AtLeastOnce: the running key's renewed lock
 
+	watchStop  chan struct{} // ends watchLoss's goroutine
+	watchDone  chan struct{}
 	ctx        context.Context
 	cancel     context.CancelCauseFunc
 	ceiling    *time.Timer
@@ -63,6 +65,10 @@ func (cl *Claim) Finish(runErr error) error {
 	cl.ceiling.Stop()
 	for _, stop := range cl.stops {
 		stop()
+	}
+	if cl.watchStop != nil {
+		close(cl.watchStop)
+		<-cl.watchDone
 	}
 	cl.cancel(nil)
 	c := cl.c
@@ -118,4 +124,49 @@ func (cl *Claim) retainCtx(ctx context.Context) error {
 		return lockx.ErrLost
 	}
 	return err
+}
+
+// lossNotifier is the capability of telling a holder that its lock is gone
+// (pglock: its session died); an AtMostOnce run then ends at once.
+type lossNotifier interface {
+	NotifyLoss(key string, owner lockx.Owner, fn func()) (stop func())
+}
+
+// watchLoss cancels an AtMostOnce run whose claim is lost before its lease
+// ends (a Redis failover, a PostgreSQL session that died): by the backend's
+// notification if it has one, else by asking for the claim's TTL every
+// quarter of AtMostFor (at most every 30 s). An unanswered question proves
+// nothing and is ignored; the ceiling still ends the run.
+func (cl *Claim) watchLoss(cancel context.CancelCauseFunc) {
+	c := cl.c
+	lost := func() {
+		cl.lost.Store(true)
+		cancel(lockx.ErrLost)
+	}
+	if ln, ok := c.b.(lossNotifier); ok {
+		stop := ln.NotifyLoss(cl.key, cl.owner, lost)
+		cl.stops = append(cl.stops, func() bool { stop(); return true })
+		return
+	}
+	every := min(max(c.cfg.atMost/4, 10*time.Millisecond), 30*time.Second)
+	cl.watchStop, cl.watchDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(cl.watchDone)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-cl.watchStop:
+				return
+			case <-t.C:
+			}
+			ctx, cancelTTL := context.WithTimeout(context.Background(), every)
+			_, err := c.b.TTL(ctx, cl.key, cl.owner)
+			cancelTTL()
+			if errors.Is(err, lockx.ErrNotHeld) {
+				lost()
+				return
+			}
+		}
+	}()
 }

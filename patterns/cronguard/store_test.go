@@ -151,3 +151,35 @@ func TestDurableClaimSurvivesLostLock(t *testing.T) {
 		t.Errorf("ran %d times, want 1", n)
 	}
 }
+
+// forgetful loses every lock right after granting it, as a Redis failover
+// to a replica that missed the write would.
+type forgetful struct{ lockx.Backend }
+
+func (forgetful) TTL(context.Context, string, lockx.Owner) (time.Duration, error) {
+	return 0, lockx.ErrNotHeld
+}
+
+func TestLostClaimCancelsRun(t *testing.T) {
+	t.Parallel()
+	locks := lockx.New(forgetful{memlock.New()})
+	defer locks.Close()
+	var cause error
+	job, err := cronguard.Guard(locks, "lost", func(ctx context.Context) error {
+		<-ctx.Done()
+		cause = context.Cause(ctx)
+		return ctx.Err()
+	}, cronguard.Every(time.Second), cronguard.AtMostFor(400*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_ = job.RunAt(context.Background(), start)
+	if d := time.Since(start); !errors.Is(cause, lockx.ErrLost) || d > 300*time.Millisecond {
+		t.Errorf("cause %v after %v; want ErrLost after about 100 ms (a quarter of AtMostFor)", cause, d)
+	}
+	runs, _ := job.LastRuns(context.Background(), 1)
+	if len(runs) != 1 || !runs[0].Lost {
+		t.Errorf("records %+v: want the run marked lost", runs)
+	}
+}
