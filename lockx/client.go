@@ -17,6 +17,7 @@ type Client struct {
 	notifier Notifier
 	batch    BatchExtender
 	cfg      config
+	name     string // backend type name, for observed events
 
 	mu      sync.Mutex
 	holds   map[holdKey]*hold
@@ -50,6 +51,7 @@ func New(b Backend, opts ...Option) *Client {
 	c.lockOps = lockOps(b)
 	c.notifier, _ = b.(Notifier)
 	c.batch, _ = b.(BatchExtender)
+	c.name = backendName(b)
 	c.wd.init(c)
 	c.gates.init()
 	c.owners.init()
@@ -120,6 +122,7 @@ func (c *Client) Close() error {
 		defer cancel()
 		for _, h := range holds {
 			h.finish(ErrClosed)
+			h.observeEnd(StatusClosed, "")
 			if !h.isLost() {
 				_ = h.ops.Release(ctx, h.key, h.owner)
 			}
@@ -146,14 +149,26 @@ func (c *Client) validate(key string, cfg *config) error {
 }
 
 func (c *Client) acquire(ctx context.Context, key string, ops *GrantOps, opts []Option, wait bool) (*Lock, error) {
-	plain := ops == &c.lockOps
 	op := "acquire"
-	if !plain {
+	if ops != &c.lockOps {
 		op = ops.Kind
 	}
 	cfg := c.cfg
 	cfg.apply(opts)
-	if err := c.validate(key, &cfg); err != nil {
+	o := cfg.observer
+	if o == nil {
+		return c.acquireCfg(ctx, key, ops, op, &cfg, wait, nil)
+	}
+	start := time.Now()
+	var st acquireStats
+	l, err := c.acquireCfg(ctx, key, ops, op, &cfg, wait, &st)
+	c.observeAcquire(ctx, o, key, ops, &cfg, wait, start, &st, l, err)
+	return l, err
+}
+
+func (c *Client) acquireCfg(ctx context.Context, key string, ops *GrantOps, op string, cfg *config, wait bool, st *acquireStats) (*Lock, error) {
+	plain := ops == &c.lockOps
+	if err := c.validate(key, cfg); err != nil {
 		return nil, keyError(op, key, err)
 	}
 	if ctx == nil {
@@ -173,6 +188,9 @@ func (c *Client) acquire(ctx context.Context, key string, ops *GrantOps, opts []
 		for {
 			l, err := c.reenter(ctx, hk, true)
 			if l != nil || err != nil {
+				if l != nil && st != nil {
+					st.reentry = true
+				}
 				return l, keyError(op, key, err)
 			}
 			leave, err := c.owners.enter(ctx, ownerGateKey(hk), true, nil, c.done)
@@ -182,6 +200,9 @@ func (c *Client) acquire(ctx context.Context, key string, ops *GrantOps, opts []
 			l, err = c.reenter(ctx, hk, false)
 			if l != nil || err != nil {
 				leave()
+				if l != nil && st != nil {
+					st.reentry = true
+				}
 				return l, keyError(op, key, err)
 			}
 			if c.releasePending(hk) {
@@ -213,14 +234,14 @@ func (c *Client) acquire(ctx context.Context, key string, ops *GrantOps, opts []
 		}
 	}
 	req := Request{Key: key, Owner: owner, Lease: cfg.lease, Fair: cfg.fair, Wait: wait, QueueTTL: cfg.queueTTL}
-	res, start, err := c.obtain(ctx, ops, req, &cfg, budget)
+	res, start, err := c.obtain(ctx, ops, req, cfg, budget, st)
 	if err != nil {
 		if gate != nil {
 			gate()
 		}
 		return nil, keyError(op, key, err)
 	}
-	l, err := c.register(ctx, ops, hk, explicit, req, res, start, &cfg, gate)
+	l, err := c.register(ctx, ops, hk, explicit, req, res, start, cfg, gate, st)
 	return l, keyError(op, key, err)
 }
 
@@ -278,7 +299,7 @@ func (c *Client) releasePending(k holdKey) bool {
 
 // register records a granted lock, or merges it into a hold the same owner
 // gained concurrently (the backend's Acquire is idempotent per owner).
-func (c *Client) register(ctx context.Context, ops *GrantOps, k holdKey, explicit bool, req Request, res Result, start time.Time, cfg *config, gate func()) (*Lock, error) {
+func (c *Client) register(ctx context.Context, ops *GrantOps, k holdKey, explicit bool, req Request, res Result, start time.Time, cfg *config, gate func(), st *acquireStats) (*Lock, error) {
 	c.mu.Lock()
 	if c.closed { // Close ran while we waited: nobody would renew or release this grant
 		c.mu.Unlock()
@@ -294,6 +315,9 @@ func (c *Client) register(ctx context.Context, ops *GrantOps, k holdKey, explici
 		if gate != nil {
 			gate()
 		}
+		if st != nil {
+			st.reentry = true
+		}
 		return &Lock{h: h}, nil
 	}
 	h := newHold(c, ops, k, ctx, req, res, start, cfg, gate)
@@ -301,6 +325,9 @@ func (c *Client) register(ctx context.Context, ops *GrantOps, k holdKey, explici
 	h.plain = ops == &c.lockOps
 	c.holds[k] = h
 	c.mu.Unlock()
+	if st != nil {
+		st.newHold = true
+	}
 	h.armValidity()
 	if h.watchdog {
 		c.wd.add(h)
@@ -311,15 +338,30 @@ func (c *Client) register(ctx context.Context, ops *GrantOps, k holdKey, explici
 // obtain runs the attempt loop: register for wake-up, try, and wait for a
 // notification, the backoff timer (bounded by the holder's remaining lease)
 // or the end of the wait.
-func (c *Client) obtain(ctx context.Context, ops *GrantOps, req Request, cfg *config, budget <-chan time.Time) (Result, time.Time, error) {
+func (c *Client) obtain(ctx context.Context, ops *GrantOps, req Request, cfg *config, budget <-chan time.Time, st *acquireStats) (Result, time.Time, error) {
 	bo := newBackoff(cfg.minBackoff, cfg.maxBackoff)
 	var lastErr error
+	var onWait func() // observes the start of a wait, if observed
 	ambiguous := false
 	// Pattern holds may queue whatever Request.Fair says: withdraw them too.
 	queued := req.Fair || ops != &c.lockOps
 	giveUp := func(needed bool) {
 		if needed || queued {
 			abandon(ops, req)
+		}
+	}
+	if cfg.observer != nil && req.Wait {
+		waiting := false
+		defer func() {
+			if waiting {
+				observeWait(cfg, ops.Kind, req.Key, -1)
+			}
+		}()
+		onWait = func() {
+			if !waiting {
+				waiting = true
+				observeWait(cfg, ops.Kind, req.Key, +1)
+			}
 		}
 	}
 	for {
@@ -332,6 +374,10 @@ func (c *Client) obtain(ctx context.Context, ops *GrantOps, req Request, cfg *co
 			}
 		}
 		start := time.Now()
+		if st != nil {
+			st.attempts++
+			st.lastStart = start
+		}
 		res, err := ops.Acquire(ctx, req)
 		if err == nil && res.Acquired {
 			unwatch()
@@ -341,8 +387,11 @@ func (c *Client) obtain(ctx context.Context, ops *GrantOps, req Request, cfg *co
 			}
 			return res, start, nil
 		}
-		if err != nil && (errors.Is(err, ErrUpgrade) || errors.Is(err, ErrInvalidArgument)) {
-			unwatch() // a verdict, not an unknown outcome: no retry
+		if err != nil && (errors.Is(err, ErrUpgrade) || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrCircuitOpen)) {
+			// A verdict, not an unknown outcome: no retry. An open circuit
+			// breaker means the attempt never reached the backend; waiting
+			// would only pile callers up behind it.
+			unwatch()
 			giveUp(req.Wait)
 			return Result{}, start, err
 		}
@@ -362,6 +411,9 @@ func (c *Client) obtain(ctx context.Context, ops *GrantOps, req Request, cfg *co
 				return Result{}, start, err
 			}
 			return Result{}, start, ErrNotAcquired
+		}
+		if onWait != nil {
+			onWait()
 		}
 		delay := bo.next()
 		if err == nil && res.TTL > 0 && res.TTL+time.Millisecond < delay {
@@ -399,6 +451,12 @@ func abandon(ops *GrantOps, req Request) {
 	defer cancel()
 	_ = ops.Release(ctx, req.Key, req.Owner)
 }
+
+// ErrCircuitOpen reports a call that a circuit breaker (package
+// lockx/breaker) refused without reaching the backend, because the backend
+// has been failing. It always comes wrapped in an error matching
+// ErrUnavailable. Acquire gives up at once on it instead of waiting.
+var ErrCircuitOpen = errors.New("lockx: circuit breaker open")
 
 func joinErr(verdict, cause, last error) error {
 	switch {

@@ -47,6 +47,8 @@ type hold struct {
 	finished   bool
 	lostFlag   atomic.Bool
 	drift      func(time.Duration) time.Duration
+	granted    time.Time   // start of the granted attempt
+	ended      atomic.Bool // HoldEnded reported
 }
 
 func newHold(c *Client, ops *GrantOps, hk holdKey, ctx context.Context, req Request, res Result, start time.Time, cfg *config, gate func()) *hold {
@@ -75,6 +77,7 @@ func newHold(c *Client, ops *GrantOps, hk holdKey, ctx context.Context, req Requ
 	}
 	h.validUntil = start.Add(lease - h.drift(lease))
 	h.nextRenew = start.Add(lease / 3)
+	h.granted = start
 	return h
 }
 
@@ -127,7 +130,8 @@ func (h *hold) markLost(why string) {
 	if !h.lostFlag.CompareAndSwap(false, true) {
 		return
 	}
-	h.cancel(ErrLost) // before Lost closes, so a reader woken by Lost sees the cause
+	h.observeEnd(StatusLost, why) // before Lost closes, so observers agree with what a reader of Lost sees
+	h.cancel(ErrLost)             // before Lost closes, so a reader woken by Lost sees the cause
 	close(h.lost)
 	h.c.wd.remove(h)
 	h.c.mu.Lock()
@@ -235,6 +239,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	case isNotHeld(err):
 		h.markLost("extend: not held")
 	}
+	h.observeExtend(ctx, false, start, err)
 	return keyError("extend", h.key, err)
 }
 
@@ -264,8 +269,29 @@ func (l *Lock) Release(ctx context.Context) error {
 		return ErrNotHeld
 	}
 	h := l.h
+	o := h.logCfg.observer
+	if o == nil {
+		_, err := l.release(ctx)
+		return err
+	}
+	start := time.Now()
+	final, err := l.release(ctx)
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	o.Released(ctx, ReleaseEvent{
+		Kind: h.hk.kind, Key: h.key, Backend: h.c.name, Token: h.token,
+		Final: final, Status: StatusOf(err), Err: err,
+		Start: start, Duration: time.Since(start),
+	})
+	return err
+}
+
+// release is Release; final reports that this was the hold's last handle.
+func (l *Lock) release(ctx context.Context) (final bool, _ error) {
+	h := l.h
 	if !l.released.CompareAndSwap(false, true) {
-		return keyError("release", h.key, ErrNotHeld)
+		return false, keyError("release", h.key, ErrNotHeld)
 	}
 	c := h.c
 	c.mu.Lock()
@@ -273,9 +299,9 @@ func (l *Lock) Release(ctx context.Context) error {
 	if h.count > 0 {
 		c.mu.Unlock()
 		if h.isLost() {
-			return keyError("release", h.key, ErrLost)
+			return false, keyError("release", h.key, ErrLost)
 		}
-		return nil
+		return false, nil
 	}
 	lost := h.isLost()
 	cur := c.holds[h.hk]
@@ -310,7 +336,10 @@ func (l *Lock) Release(ctx context.Context) error {
 	if lost && (err == nil || isNotHeld(err)) {
 		err = ErrLost
 	}
-	return keyError("release", h.key, err)
+	if !lost {
+		h.observeEnd(StatusOK, "")
+	}
+	return true, keyError("release", h.key, err)
 }
 
 // releaseWithRetry retries a release whose outcome is unknown; a "not held"

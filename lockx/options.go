@@ -32,6 +32,7 @@ type config struct {
 	driftFrac  float64
 	driftFixed time.Duration
 	logger     *slog.Logger
+	observer   Observer
 	err        error // first invalid option
 }
 

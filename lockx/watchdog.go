@@ -162,6 +162,7 @@ func (w *watchdog) renew(due []*hold) {
 	}
 	for i, h := range due {
 		err := errs[i]
+		h.observeExtend(ctx, true, start, err)
 		switch {
 		case err == nil:
 			h.renewed(start, reqs[i].Lease)

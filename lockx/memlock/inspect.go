@@ -1,0 +1,72 @@
+package memlock
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/lockx-go/lockx/lockx"
+)
+
+var _ lockx.Inspector = (*Backend)(nil)
+
+// Locks implements lockx.Inspector, in key order. Age is 0: memlock keeps
+// no grant time.
+func (b *Backend) Locks(ctx context.Context, prefix string, fn func(lockx.LockInfo) bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	now := b.now()
+	var infos []lockx.LockInfo
+	for key := range b.locks {
+		if !strings.HasPrefix(key, prefix) {
+			continue
+		}
+		if li, ok := b.info(key, now); ok {
+			infos = append(infos, li)
+		}
+	}
+	b.mu.Unlock()
+	sort.Slice(infos, func(i, j int) bool { return infos[i].Key < infos[j].Key })
+	for _, li := range infos {
+		if !fn(li) {
+			break
+		}
+	}
+	return nil
+}
+
+// Lock implements lockx.Inspector.
+func (b *Backend) Lock(ctx context.Context, key string) (lockx.LockInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return lockx.LockInfo{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if li, ok := b.info(key, b.now()); ok {
+		return li, nil
+	}
+	return lockx.LockInfo{}, lockx.ErrNotHeld
+}
+
+// info describes key's holder; callers hold b.mu.
+func (b *Backend) info(key string, now time.Time) (lockx.LockInfo, bool) {
+	e := b.live(key, now)
+	if e == nil || e.owner == "" {
+		return lockx.LockInfo{}, false
+	}
+	waiting := map[lockx.Owner]bool{}
+	for _, q := range e.queue {
+		waiting[q.owner] = true
+	}
+	if ws := b.watchers[key]; ws != nil {
+		for w := range ws.m {
+			if w.owner != e.owner {
+				waiting[w.owner] = true
+			}
+		}
+	}
+	return lockx.LockInfo{Key: key, Owner: e.owner, Token: e.token, TTL: e.expires.Sub(now), Waiters: len(waiting)}, true
+}
