@@ -63,7 +63,9 @@ type Part struct {
 // invalid option or an unsupported backend (errors.ErrUnsupported) make
 // every call fail. Call Init before buying.
 func New(c *lockx.Client, sku string, opts ...Option) *Stock {
-	s := &Stock{c: c, sku: sku, k: DefaultSegments, limit: 1}
+	// Goroutines of one process queue for a segment lock in-process first
+	// (lockx.LocalFirst), so each process sends one contender per segment.
+	s := &Stock{c: c, sku: sku, k: DefaultSegments, limit: 1, lockOpts: []lockx.Option{lockx.LocalFirst()}}
 	for _, o := range opts {
 		if o != nil {
 			o(s)
@@ -327,12 +329,21 @@ func (s *Stock) gather(ctx context.Context, id, user string, qty int64, ttl time
 func (s *Stock) takeOne(ctx context.Context, p Part, user string, ttl time.Duration) error {
 	t := lockx.StockTake{SKU: s.sku, Seg: p.Seg, ID: p.Entry, User: user, Qty: p.Qty, TTL: ttl}
 	if s.mode == Locked {
+		// Look before queueing for the lock: a segment that cannot serve
+		// the part is not worth the wait (seed 000 §7, local pre-check).
+		lv, err := s.sb.StockLevels(ctx, s.sku, []int{p.Seg})
+		if err != nil {
+			return err
+		}
+		if lv[0] < p.Qty {
+			return lockx.ErrStockShort
+		}
 		l, err := s.c.Acquire(ctx, "stock/"+s.sku+"/"+strconv.Itoa(p.Seg), s.lockOpts...)
 		if err != nil {
 			return err
 		}
 		defer l.Release(context.WithoutCancel(ctx))
-		lv, err := s.sb.StockLevels(ctx, s.sku, []int{p.Seg})
+		lv, err = s.sb.StockLevels(ctx, s.sku, []int{p.Seg})
 		if err != nil {
 			return err
 		}
