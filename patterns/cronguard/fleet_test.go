@@ -285,7 +285,7 @@ func slowScenarios(t *testing.T, period time.Duration, triggers int, clients fun
 	return []func(){func() {
 		f := newFleet("SlowJob/SkipOverlap", period, triggers/2, "scheduled")
 		f.jobTime = period * 3 / 2
-		f.opts = []cronguard.Option{cronguard.AtMostFor(8 * period)}
+		f.opts = []cronguard.Option{cronguard.AtLeastFor(8 * period), cronguard.AtMostFor(8 * period)}
 		first := f.run(t, jobName(t), clients())
 		f.mu.Lock()
 		defer f.mu.Unlock()
