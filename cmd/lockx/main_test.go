@@ -1,0 +1,258 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockx-go/lockx/internal/testenv"
+	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/pglock"
+	"github.com/lockx-go/lockx/lockx/redislock"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// owner returns a fixed owner id, so that outputs are reproducible.
+func owner(n int) lockx.Owner { return lockx.Owner(fmt.Sprintf("%032x", n)) }
+
+type result struct {
+	code        int
+	out, errOut string
+}
+
+func runCLI(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(args, strings.NewReader(stdin), &out, &errOut, func(string) string { return "" })
+	return result{code, out.String(), errOut.String()}
+}
+
+// durations are the only parts of an output that vary between runs.
+var (
+	durRE  = regexp.MustCompile(`\b\d+s\b|"(ttl_ms|age_ms)":\d+`)
+	timeRE = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
+)
+
+func normalize(s string, tokens map[lockx.Token]string) string {
+	s = timeRE.ReplaceAllString(s, "<time>")
+	s = durRE.ReplaceAllStringFunc(s, func(m string) string {
+		if strings.HasPrefix(m, `"`) {
+			return m[:strings.Index(m, ":")+1] + "0"
+		}
+		return strings.Repeat("#", len(m)-1) + "s"
+	})
+	for tok, name := range tokens {
+		s = regexp.MustCompile(`\b`+fmt.Sprint(uint64(tok))+`\b`).ReplaceAllString(s, name)
+	}
+	return s
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s: output differs from %s\n--- got\n%s--- want\n%s", name, path, got, want)
+	}
+}
+
+// grant takes key for owner(n) for an hour through b and names its token.
+func grant(t *testing.T, b lockx.Backend, key string, n int, tokens map[lockx.Token]string) lockx.Token {
+	t.Helper()
+	res, err := b.Acquire(context.Background(), lockx.Request{Key: key, Owner: owner(n), Lease: time.Hour})
+	if err != nil || !res.Acquired {
+		t.Fatalf("grant %s: %+v %v", key, res, err)
+	}
+	tokens[res.Token] = fmt.Sprintf("<token%d>", n)
+	return res.Token
+}
+
+func TestRedis(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	prefix := fmt.Sprintf("lockxcli%08x:", rand.Uint32())
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	b := redislock.New(rdb, redislock.WithPrefix(prefix))
+	t.Cleanup(func() { _ = b.Close() })
+	t.Cleanup(func() {
+		keys, _ := rdb.Keys(context.Background(), prefix+"*").Result()
+		if len(keys) > 0 {
+			rdb.Del(context.Background(), keys...)
+		}
+	})
+	tokens := map[lockx.Token]string{}
+	tok1 := grant(t, b, "jobs/nightly-report", 1, tokens)
+	grant(t, b, "jobs/reindex", 2, tokens)
+	grant(t, b, "orders/42", 3, tokens)
+	// A fair waiter on jobs/reindex.
+	if _, err := b.Acquire(context.Background(), lockx.Request{Key: "jobs/reindex", Owner: owner(9), Lease: time.Second, Fair: true, Wait: true, QueueTTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"--redis", "redis://" + addr + "/0", "--prefix", prefix}
+	cli := func(stdin string, args ...string) result {
+		return runCLI(t, stdin, append(append([]string{}, base...), args...)...)
+	}
+
+	cases := []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"redis_ls", []string{"ls"}, exitOK},
+		{"redis_ls_prefix", []string{"ls", "jobs/"}, exitOK},
+		{"redis_ls_json", []string{"--json", "ls", "jobs/"}, exitOK},
+		{"redis_inspect", []string{"inspect", "jobs/reindex"}, exitOK},
+		{"redis_inspect_json", []string{"--json", "inspect", "orders/42"}, exitOK},
+		{"redis_inspect_missing", []string{"inspect", "nope"}, exitNotHeld},
+		{"redis_watch_json", []string{"--json", "watch", "--count", "2", "--interval", "10ms", "--long", "1ns", "orders/"}, exitOK},
+		{"redis_watch", []string{"watch", "orders/", "--count", "1", "--long", "1h"}, exitOK},
+	}
+	for _, tc := range cases {
+		r := cli("", tc.args...)
+		if r.code != tc.code {
+			t.Errorf("%s: exit %d, want %d; stderr: %s", tc.name, r.code, tc.code, r.errOut)
+		}
+		golden(t, tc.name, normalize(r.out+r.errOut, tokens))
+	}
+
+	// force-unlock: refused confirmation leaves the lock alone.
+	r := cli("wrong\n", "force-unlock", "jobs/nightly-report")
+	if r.code != exitAborted {
+		t.Fatalf("declined force-unlock: exit %d, %s", r.code, r.errOut)
+	}
+	golden(t, "redis_force_unlock_declined", normalize(r.out+r.errOut, tokens))
+	if _, err := b.Lock(context.Background(), "jobs/nightly-report"); err != nil {
+		t.Fatalf("declined force-unlock freed the lock: %v", err)
+	}
+	// Confirmed: the lock is freed, its fence raised, the act recorded.
+	r = cli("jobs/nightly-report\n", "--json", "force-unlock", "jobs/nightly-report")
+	if r.code != exitOK {
+		t.Fatalf("force-unlock: exit %d, %s", r.code, r.errOut)
+	}
+	var rec auditRecord
+	if err := json.Unmarshal([]byte(r.out), &rec); err != nil {
+		t.Fatalf("%v: %q", err, r.out)
+	}
+	if rec.Key != "jobs/nightly-report" || rec.Token != uint64(tok1) || rec.Owner != string(owner(1)) || rec.By == "" || rec.Audit == "" {
+		t.Fatalf("record %+v", rec)
+	}
+	if _, err := b.Lock(context.Background(), "jobs/nightly-report"); !errors.Is(err, lockx.ErrNotHeld) {
+		t.Fatalf("after force-unlock: %v", err)
+	}
+	if err := b.Fence(context.Background(), "jobs/nightly-report", tok1); !errors.Is(err, lockx.ErrStaleToken) {
+		t.Fatalf("evicted holder's write: %v", err)
+	}
+	stored, err := b.LoadResult(context.Background(), rec.Audit)
+	if err != nil || !strings.Contains(string(stored.Value), `"force-unlock"`) {
+		t.Fatalf("audit record: %s %v", stored.Value, err)
+	}
+	if r := cli("", "--yes", "force-unlock", "jobs/nightly-report"); r.code != exitNotHeld {
+		t.Fatalf("force-unlock of a free key: exit %d", r.code)
+	}
+}
+
+func TestPostgres(t *testing.T) {
+	dsn := testenv.PostgresURL(t)
+	schema := fmt.Sprintf("lockx_cli_%08x", rand.Uint32())
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		pool.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if conn, err := pgx.Connect(ctx, dsn); err == nil {
+			_, _ = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+			_ = conn.Close(ctx)
+		}
+	})
+	for _, migrate := range []func(context.Context, *pgxpool.Pool, ...pglock.Option) error{pglock.Migrate, pglock.MigrateFences, pglock.MigrateResults} {
+		if err := migrate(context.Background(), pool, pglock.WithSchema(schema)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := pglock.New(pool, pglock.WithSchema(schema))
+	t.Cleanup(func() { _ = b.Close() })
+	tokens := map[lockx.Token]string{}
+	grant(t, b, "jobs/nightly-report", 1, tokens)
+	grant(t, b, "jobs/reindex", 2, tokens)
+	base := []string{"--postgres", dsn, "--schema", schema}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"pg_ls", []string{"ls"}, exitOK},
+		{"pg_inspect_json", []string{"--json", "inspect", "jobs/reindex"}, exitOK},
+		{"pg_inspect_missing", []string{"inspect", "nope"}, exitNotHeld},
+	} {
+		r := runCLI(t, "", append(append([]string{}, base...), tc.args...)...)
+		if r.code != tc.code {
+			t.Errorf("%s: exit %d, want %d; stderr: %s", tc.name, r.code, tc.code, r.errOut)
+		}
+		golden(t, tc.name, normalize(r.out+r.errOut, tokens))
+	}
+	r := runCLI(t, "", append(append([]string{}, base...), "--yes", "force-unlock", "jobs/reindex")...)
+	if r.code != exitOK {
+		t.Fatalf("force-unlock: exit %d, %s", r.code, r.errOut)
+	}
+	if _, err := b.Lock(context.Background(), "jobs/reindex"); !errors.Is(err, lockx.ErrNotHeld) {
+		t.Fatalf("after force-unlock: %v", err)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"ls"}, // no backend
+		{"--redis", "redis://127.0.0.1:1", "--postgres", "postgres://x", "ls"},
+		{"--redis", "redis://127.0.0.1:1", "frobnicate"},
+		{"--redis", "redis://127.0.0.1:1", "inspect"},
+		{"--bogus"},
+	} {
+		if r := runCLI(t, "", args...); r.code != exitUsage {
+			t.Errorf("%q: exit %d, want %d", args, r.code, exitUsage)
+		}
+	}
+	if r := runCLI(t, "", "--redis", "redis://127.0.0.1:1", "--timeout", "500ms", "ls"); r.code != exitFailed {
+		t.Errorf("unreachable Redis: exit %d, want %d (%s)", r.code, exitFailed, r.errOut)
+	}
+	if r := runCLI(t, "", "-h"); r.code != exitOK || !strings.Contains(r.out, "exit codes") {
+		t.Errorf("-h: %d %q", r.code, r.out)
+	}
+}

@@ -1,0 +1,443 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"os/user"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/pglock"
+	"github.com/lockx-go/lockx/lockx/redislock"
+)
+
+// Exit codes, documented in the package comment.
+const (
+	exitOK          = 0
+	exitFailed      = 1
+	exitUsage       = 2
+	exitNotHeld     = 3
+	exitAborted     = 4
+	exitUnsupported = 5
+)
+
+type options struct {
+	redisURL, postgresURL string
+	prefix                string
+	schema, namespace     string
+	json, yes             bool
+	interval, long        time.Duration
+	count                 int
+	timeout               time.Duration
+}
+
+type cli struct {
+	opts   options
+	in     *bufio.Reader
+	out    io.Writer
+	errOut io.Writer
+	now    func() time.Time
+}
+
+func usage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprint(w, `usage: lockx [flags] COMMAND [ARG]
+
+commands:
+  ls [PREFIX]         list held locks
+  inspect KEY         show one lock
+  watch [PREFIX]      live view, refreshed every --interval
+  force-unlock KEY    evict KEY's holder, fence it off, wake waiters
+
+flags:
+`)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fmt.Fprint(w, `
+exit codes: 0 ok, 1 backend failed, 2 usage, 3 not held, 4 not confirmed, 5 unsupported
+`)
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	c := &cli{in: bufio.NewReader(stdin), out: stdout, errOut: stderr, now: time.Now}
+	fs := flag.NewFlagSet("lockx", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o := &c.opts
+	fs.StringVar(&o.redisURL, "redis", getenv("LOCKX_REDIS_URL"), "Redis `URL` (env LOCKX_REDIS_URL)")
+	fs.StringVar(&o.postgresURL, "postgres", getenv("LOCKX_POSTGRES_URL"), "PostgreSQL `URL` (env LOCKX_POSTGRES_URL)")
+	fs.StringVar(&o.prefix, "prefix", "lockx:", "Redis key prefix of the backend")
+	fs.StringVar(&o.schema, "schema", pglock.DefaultSchema, "PostgreSQL schema of the backend")
+	fs.StringVar(&o.namespace, "namespace", pglock.DefaultNamespace, "PostgreSQL key namespace of the backend")
+	fs.BoolVar(&o.json, "json", false, "print JSON")
+	fs.BoolVar(&o.yes, "yes", false, "force-unlock without asking")
+	fs.DurationVar(&o.interval, "interval", time.Second, "watch: refresh period")
+	fs.DurationVar(&o.long, "long", 0, "watch: flag holders older than this (0: off)")
+	fs.IntVar(&o.count, "count", 0, "watch: stop after this many refreshes (0: until interrupted)")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "timeout of each backend call")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout, fs)
+			return exitOK
+		}
+		fmt.Fprintln(stderr, "lockx:", err)
+		usage(stderr, fs)
+		return exitUsage
+	}
+	// Flags may also follow the command and its argument.
+	var rest []string
+	for args := fs.Args(); len(args) > 0; args = fs.Args() {
+		rest = append(rest, args[0])
+		if err := fs.Parse(args[1:]); err != nil {
+			fmt.Fprintln(stderr, "lockx:", err)
+			usage(stderr, fs)
+			return exitUsage
+		}
+	}
+	if len(rest) == 0 {
+		usage(stderr, fs)
+		return exitUsage
+	}
+	cmd, rest := rest[0], rest[1:]
+	need := map[string][2]int{"ls": {0, 1}, "inspect": {1, 1}, "watch": {0, 1}, "force-unlock": {1, 1}}
+	n, ok := need[cmd]
+	if !ok || len(rest) < n[0] || len(rest) > n[1] {
+		fmt.Fprintf(stderr, "lockx: bad command %q\n", strings.Join(append([]string{cmd}, rest...), " "))
+		usage(stderr, fs)
+		return exitUsage
+	}
+	if (o.redisURL == "") == (o.postgresURL == "") {
+		fmt.Fprintln(stderr, "lockx: give exactly one of --redis and --postgres (or LOCKX_REDIS_URL / LOCKX_POSTGRES_URL)")
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	b, closeFn, err := c.connect(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "lockx:", err)
+		return exitUsage
+	}
+	defer closeFn()
+	arg := ""
+	if len(rest) > 0 {
+		arg = rest[0]
+	}
+	switch cmd {
+	case "ls":
+		return c.ls(ctx, b, arg)
+	case "inspect":
+		return c.inspect(ctx, b, arg)
+	case "watch":
+		return c.watch(ctx, b, arg)
+	default:
+		return c.forceUnlock(ctx, b, arg)
+	}
+}
+
+// connect opens the backend; closeFn closes it and its client.
+func (c *cli) connect(ctx context.Context) (lockx.Backend, func(), error) {
+	if u := c.opts.redisURL; u != "" {
+		ro, err := redis.ParseURL(u)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--redis: %w", err)
+		}
+		ro.MaxRetries = -1
+		rdb := redis.NewClient(ro)
+		b := redislock.New(rdb, redislock.WithPrefix(c.opts.prefix))
+		return b, func() { _ = b.Close(); _ = rdb.Close() }, nil
+	}
+	cfg, err := pgxpool.ParseConfig(c.opts.postgresURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--postgres: %w", err)
+	}
+	cfg.MaxConns = 4
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--postgres: %w", err)
+	}
+	b := pglock.New(pool, pglock.WithSchema(c.opts.schema), pglock.WithNamespace(c.opts.namespace), pglock.WithoutAutoMigrate())
+	return b, func() { _ = b.Close(); pool.Close() }, nil
+}
+
+// fail prints err and returns its exit code.
+func (c *cli) fail(err error) int {
+	fmt.Fprintln(c.errOut, "lockx:", strings.ReplaceAll(err.Error(), "lockx: ", ""))
+	switch {
+	case errors.Is(err, lockx.ErrNoInspector):
+		return exitUnsupported
+	case errors.Is(err, lockx.ErrNotHeld):
+		return exitNotHeld
+	}
+	return exitFailed
+}
+
+func (c *cli) inspector(b lockx.Backend) (lockx.Inspector, int) {
+	in, ok := b.(lockx.Inspector)
+	if !ok {
+		return nil, c.fail(lockx.ErrNoInspector)
+	}
+	return in, exitOK
+}
+
+func (c *cli) list(ctx context.Context, in lockx.Inspector, prefix string) ([]lockx.LockInfo, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.timeout)
+	defer cancel()
+	var out []lockx.LockInfo
+	err := in.Locks(ctx, prefix, func(li lockx.LockInfo) bool { out = append(out, li); return true })
+	sortInfos(out)
+	return out, err
+}
+
+func (c *cli) ls(ctx context.Context, b lockx.Backend, prefix string) int {
+	in, code := c.inspector(b)
+	if in == nil {
+		return code
+	}
+	infos, err := c.list(ctx, in, prefix)
+	if err != nil {
+		return c.fail(err)
+	}
+	if c.opts.json {
+		return c.printJSON(jsonInfos(infos, nil))
+	}
+	c.table(infos, nil)
+	return exitOK
+}
+
+func (c *cli) inspect(ctx context.Context, b lockx.Backend, key string) int {
+	in, code := c.inspector(b)
+	if in == nil {
+		return code
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.timeout)
+	defer cancel()
+	li, err := in.Lock(ctx, key)
+	if err != nil {
+		return c.fail(fmt.Errorf("%q: %w", key, err))
+	}
+	if c.opts.json {
+		return c.printJSON(toJSON(li, false))
+	}
+	c.detail(li)
+	return exitOK
+}
+
+func (c *cli) watch(ctx context.Context, b lockx.Backend, prefix string) int {
+	in, code := c.inspector(b)
+	if in == nil {
+		return code
+	}
+	type hold struct {
+		key   string
+		token lockx.Token
+	}
+	firstSeen := map[hold]time.Time{}
+	t := time.NewTicker(c.opts.interval)
+	defer t.Stop()
+	for i := 0; c.opts.count == 0 || i < c.opts.count; i++ {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return exitOK
+			case <-t.C:
+			}
+		}
+		infos, err := c.list(ctx, in, prefix)
+		if err != nil {
+			if ctx.Err() != nil {
+				return exitOK
+			}
+			return c.fail(err)
+		}
+		now := c.now()
+		seen := map[hold]bool{}
+		long := map[string]bool{}
+		for j, li := range infos {
+			h := hold{li.Key, li.Token}
+			seen[h] = true
+			if _, ok := firstSeen[h]; !ok {
+				firstSeen[h] = now.Add(-li.Age)
+			}
+			if li.Age == 0 && i > 0 {
+				infos[j].Age = now.Sub(firstSeen[h]) // at least this old
+			}
+			if c.opts.long > 0 && infos[j].Age >= c.opts.long {
+				long[li.Key] = true
+			}
+		}
+		for h := range firstSeen {
+			if !seen[h] {
+				delete(firstSeen, h)
+			}
+		}
+		if c.opts.json {
+			if code := c.printJSON(jsonInfos(infos, long)); code != exitOK {
+				return code
+			}
+			continue
+		}
+		fmt.Fprintf(c.out, "%s  %d held\n", now.UTC().Format(time.RFC3339), len(infos))
+		c.table(infos, long)
+		fmt.Fprintln(c.out)
+	}
+	return exitOK
+}
+
+// auditRecord is what force-unlock records and prints.
+type auditRecord struct {
+	Action string    `json:"action"`
+	Key    string    `json:"key"`
+	Owner  string    `json:"owner"`
+	Token  uint64    `json:"token"`
+	By     string    `json:"by"`
+	At     time.Time `json:"at"`
+	Audit  string    `json:"audit,omitempty"` // result-store key of the record
+}
+
+func (c *cli) forceUnlock(ctx context.Context, b lockx.Backend, key string) int {
+	in, code := c.inspector(b)
+	if in == nil {
+		return code
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.opts.timeout)
+	li, err := in.Lock(cctx, key)
+	cancel()
+	if err != nil {
+		return c.fail(fmt.Errorf("%q: %w", key, err))
+	}
+	if !c.opts.yes {
+		fmt.Fprintf(c.errOut, "force-unlock %q held by %s (token %d, ttl %s)?\n", key, li.Owner, li.Token, fmtDur(li.TTL))
+		fmt.Fprint(c.errOut, "The holder may still be running. Type the key to confirm: ")
+		answer, _ := c.in.ReadString('\n')
+		if strings.TrimRight(answer, "\r\n") != key {
+			fmt.Fprintln(c.errOut, "lockx: not confirmed; nothing done")
+			return exitAborted
+		}
+	}
+	cctx, cancel = context.WithTimeout(ctx, c.opts.timeout)
+	defer cancel()
+	evicted, err := lockx.ForceUnlock(cctx, b, key)
+	if err != nil {
+		return c.fail(err)
+	}
+	if evicted.Token != li.Token {
+		// The holder changed between the confirmation and the eviction:
+		// ForceUnlock evicted whoever held it then. Say so.
+		fmt.Fprintf(c.errOut, "lockx: note: the holder changed after confirmation; evicted token %d\n", evicted.Token)
+	}
+	rec := auditRecord{Action: "force-unlock", Key: key, Owner: string(evicted.Owner), Token: uint64(evicted.Token), By: whoami(), At: c.now().UTC()}
+	if rs, ok := b.(lockx.ResultStore); ok {
+		akey := fmt.Sprintf("lockx-audit/force-unlock/%s/%d", key, rec.At.UnixNano())
+		val, _ := json.Marshal(rec)
+		if _, _, err := rs.SaveResult(cctx, akey, lockx.Outcome{Value: val, Created: rec.At}, 90*24*time.Hour); err != nil {
+			fmt.Fprintln(c.errOut, "lockx: warning: audit record not stored:", err)
+		} else {
+			rec.Audit = akey
+		}
+	}
+	if c.opts.json {
+		return c.printJSON(rec)
+	}
+	fmt.Fprintf(c.out, "evicted %s (owner %s, token %d); fence raised to %d; waiters woken\nrecorded: by %s at %s", key, rec.Owner, rec.Token, rec.Token+1, rec.By, rec.At.Format(time.RFC3339))
+	if rec.Audit != "" {
+		fmt.Fprintf(c.out, " as %s", rec.Audit)
+	}
+	fmt.Fprintln(c.out)
+	return exitOK
+}
+
+func whoami() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return name + "@" + host
+}
+
+// jsonInfo is the JSON form of a lock.
+type jsonInfo struct {
+	Key     string `json:"key"`
+	Owner   string `json:"owner"`
+	Token   uint64 `json:"token"`
+	TTLms   int64  `json:"ttl_ms"`
+	AgeMs   int64  `json:"age_ms"`
+	Waiters int    `json:"waiters"`
+	Long    bool   `json:"long,omitempty"`
+}
+
+func toJSON(li lockx.LockInfo, long bool) jsonInfo {
+	return jsonInfo{Key: li.Key, Owner: string(li.Owner), Token: uint64(li.Token), TTLms: li.TTL.Milliseconds(),
+		AgeMs: li.Age.Milliseconds(), Waiters: li.Waiters, Long: long}
+}
+
+func jsonInfos(infos []lockx.LockInfo, long map[string]bool) []jsonInfo {
+	out := make([]jsonInfo, 0, len(infos))
+	for _, li := range infos {
+		out = append(out, toJSON(li, long[li.Key]))
+	}
+	return out
+}
+
+func (c *cli) printJSON(v any) int {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return c.fail(err)
+	}
+	fmt.Fprintln(c.out, string(b))
+	return exitOK
+}
+
+func (c *cli) table(infos []lockx.LockInfo, long map[string]bool) {
+	tw := tabwriter.NewWriter(c.out, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "KEY\tOWNER\tTOKEN\tTTL\tAGE\tWAITERS")
+	if c.opts.long > 0 {
+		fmt.Fprint(tw, "\tLONG")
+	}
+	fmt.Fprintln(tw)
+	for _, li := range infos {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s", li.Key, li.Owner, li.Token, fmtDur(li.TTL), fmtDur(li.Age), fmtWaiters(li.Waiters))
+		if c.opts.long > 0 {
+			mark := "-"
+			if long[li.Key] {
+				mark = "yes"
+			}
+			fmt.Fprint(tw, "\t"+mark)
+		}
+		fmt.Fprintln(tw)
+	}
+	_ = tw.Flush()
+}
+
+func (c *cli) detail(li lockx.LockInfo) {
+	tw := tabwriter.NewWriter(c.out, 0, 0, 1, ' ', 0)
+	fmt.Fprintf(tw, "key:\t%s\nowner:\t%s\ntoken:\t%d\nttl:\t%s\nage:\t%s\nwaiters:\t%s\n",
+		li.Key, li.Owner, li.Token, fmtDur(li.TTL), fmtDur(li.Age), fmtWaiters(li.Waiters))
+	_ = tw.Flush()
+}
+
+// fmtDur prints whole seconds (fixed width for a given magnitude), or "-"
+// for unknown.
+func fmtDur(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%ds", int64(d.Round(time.Second)/time.Second))
+}
+
+func fmtWaiters(n int) string {
+	if n < 0 {
+		return "?"
+	}
+	return fmt.Sprint(n)
+}
