@@ -17,8 +17,8 @@ import (
 )
 
 // pgBackends returns a factory of backends, each on a pool of its own as
-// separate processes would have (at most 3 connections: one holder session,
-// the listener, one for queries; PostgreSQL's 100 are shared by every test
+// separate processes would have (at most 4 connections: one holder session,
+// the listener, two for queries; PostgreSQL's 100 are shared by every test
 // on the machine), in a schema of the test's own dropped at cleanup.
 func pgBackends(t *testing.T) func() lockx.Backend {
 	dsn := testenv.PostgresURL(t)
@@ -43,7 +43,7 @@ func pgBackends(t *testing.T) func() lockx.Backend {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.MaxConns = 3
+		cfg.MaxConns = 4
 		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -57,7 +57,7 @@ func pgBackends(t *testing.T) func() lockx.Backend {
 
 func TestFleetPostgres(t *testing.T) {
 	t.Parallel()
-	// 2 scenarios × 5 instances × 3 connections.
+	// 2 scenarios × 5 instances × 4 connections.
 	newBackend := pgBackends(t)
 	fleetSuite(t, func(t *testing.T) *lockx.Client { return clientOf(t, newBackend()) }, 80, false, "scheduled", "atleastonce")
 }

@@ -140,6 +140,9 @@ type lossNotifier interface {
 func (cl *Claim) watchLoss(cancel context.CancelCauseFunc) {
 	c := cl.c
 	lost := func() {
+		if time.Since(cl.mono) >= c.cfg.atMost {
+			return // the lease ran out at the ceiling, as it should: not a loss
+		}
 		cl.lost.Store(true)
 		cancel(lockx.ErrLost)
 	}
@@ -163,7 +166,7 @@ func (cl *Claim) watchLoss(cancel context.CancelCauseFunc) {
 			ctx, cancelTTL := context.WithTimeout(context.Background(), every)
 			_, err := c.b.TTL(ctx, cl.key, cl.owner)
 			cancelTTL()
-			if errors.Is(err, lockx.ErrNotHeld) {
+			if errors.Is(err, lockx.ErrNotHeld) && time.Since(cl.mono) < c.cfg.atMost {
 				lost()
 				return
 			}
