@@ -33,7 +33,15 @@ func (w notifier) Watch(ctx context.Context, key string, owner lockx.Owner) (wak
 		done(context.Background(), err)
 		return nil, nil, err
 	}
-	done(ctx, err)
+	if err == nil {
+		// A registration can succeed from local state while the backend
+		// is down (a subscription not yet known to be broken): it proves
+		// nothing about the backend, so it must not reset the failures
+		// counted by the calls that do reach it.
+		done(ctx, errExcluded)
+	} else {
+		done(ctx, err)
+	}
 	return wake, cancel, err
 }
 
