@@ -357,9 +357,11 @@ func (s *suite) testTokensAfterExpiry(t *testing.T) {
 func (s *suite) testWatchdog(t *testing.T) {
 	k := key(t)
 	c := s.client(t)
-	l := mustAcquire(t, c, ctxT(t, 5*time.Second), k, lockx.WithWatchdog(300*time.Millisecond))
+	// Watch for three leases. A 1 s lease leaves the renewals (every
+	// ~330 ms) room for a loaded machine's scheduling delays.
+	l := mustAcquire(t, c, ctxT(t, 10*time.Second), k, lockx.WithWatchdog(time.Second))
 	other := s.client(t)
-	deadline := time.Now().Add(1200 * time.Millisecond)
+	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
 		expectNotAcquired(t, other, k)
 		time.Sleep(100 * time.Millisecond)
@@ -370,8 +372,8 @@ func (s *suite) testWatchdog(t *testing.T) {
 	default:
 	}
 	d, err := l.TTL(ctxT(t, 5*time.Second))
-	if err != nil || d <= 0 || d > 300*time.Millisecond {
-		t.Fatalf("TTL = %v, %v; want in (0, 300ms]", d, err)
+	if err != nil || d <= 0 || d > time.Second {
+		t.Fatalf("TTL = %v, %v; want in (0, 1s]", d, err)
 	}
 	mustRelease(t, l)
 }
@@ -558,7 +560,9 @@ func (s *suite) testFairOrder(t *testing.T) {
 	var order []int
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
-		c := s.client(t)
+		queued := make(chan struct{})
+		c := lockx.New(&firstRefusal{Backend: s.newBackend(t), refused: queued})
+		t.Cleanup(func() { _ = c.Close() })
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
@@ -573,7 +577,11 @@ func (s *suite) testFairOrder(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 			_ = l.Release(context.Background())
 		}(i)
-		time.Sleep(60 * time.Millisecond) // waiter i has queued before i+1 starts
+		select { // waiter i has queued before i+1 starts
+		case <-queued:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("waiter %d made no attempt", i)
+		}
 	}
 	mustRelease(t, l)
 	wg.Wait()
@@ -585,6 +593,30 @@ func (s *suite) testFairOrder(t *testing.T) {
 	if len(order) != n {
 		t.Fatalf("%d grants, want %d", len(order), n)
 	}
+}
+
+// firstRefusal passes a backend through and closes refused after the first
+// refused attempt, so a test knows a fair waiter has taken its place in the
+// queue. It forwards Notifier when the wrapped backend has it.
+type firstRefusal struct {
+	lockx.Backend
+	refused chan struct{}
+	once    sync.Once
+}
+
+func (f *firstRefusal) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+	r, err := f.Backend.Acquire(ctx, req)
+	if err == nil && !r.Acquired {
+		f.once.Do(func() { close(f.refused) })
+	}
+	return r, err
+}
+
+func (f *firstRefusal) Watch(ctx context.Context, key string, owner lockx.Owner) (<-chan struct{}, func(), error) {
+	if n, ok := f.Backend.(lockx.Notifier); ok {
+		return n.Watch(ctx, key, owner)
+	}
+	return nil, nil, errors.ErrUnsupported
 }
 
 func (s *suite) testFairCrashedWaiter(t *testing.T) {

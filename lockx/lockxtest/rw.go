@@ -281,9 +281,9 @@ func (s *suite) testRWCrashedReader(t *testing.T) {
 func (s *suite) testRWWatchdog(t *testing.T) {
 	k := key(t)
 	ctx := ctxT(t, 10*time.Second)
-	r := mustGrant(t)(s.rw(t).RLock(ctx, k, lockx.WithWatchdog(300*time.Millisecond)))
+	r := mustGrant(t)(s.rw(t).RLock(ctx, k, lockx.WithWatchdog(time.Second)))
 	other := s.rw(t)
-	for end := time.Now().Add(1200 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		g, err := other.TryLock(ctx, k)
 		refused(t, "TryLock under a renewed reader", g, err)
 	}

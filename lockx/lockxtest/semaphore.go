@@ -227,9 +227,9 @@ func (s *suite) testSemCrashed(t *testing.T) {
 func (s *suite) testSemWatchdog(t *testing.T) {
 	k := key(t)
 	ctx := ctxT(t, 10*time.Second)
-	p := mustPermit(t)(s.sem(t, k, 1).Acquire(ctx, lockx.WithWatchdog(300*time.Millisecond)))
+	p := mustPermit(t)(s.sem(t, k, 1).Acquire(ctx, lockx.WithWatchdog(time.Second)))
 	other := s.sem(t, k, 1)
-	for end := time.Now().Add(1200 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		q, err := other.TryAcquire(ctx)
 		noPermit(t, "TryAcquire beside a renewed permit", q, err)
 	}
