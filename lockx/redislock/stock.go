@@ -121,8 +121,15 @@ func (b *Backend) StockLevels(ctx context.Context, sku string, segs []int) ([]in
 		return nil, err
 	}
 	if len(segs) == 1 {
+		// The lone read of lock-based mode goes through the autopipeliner,
+		// like the scripts, so concurrent readers share round trips.
+		if err := lockx.CheckStockArgs(sku, segs[0]); err != nil {
+			return nil, err
+		}
 		h, _, _ := b.segKeys(sku, segs[0])
-		n, err := b.rdb.HGet(ctx, h, "n").Int64()
+		cmd := redis.NewStringCmd(ctx, "hget", h, "n")
+		_ = b.run.Process(ctx, cmd)
+		n, err := cmd.Int64()
 		if err != nil {
 			return nil, b.stockErr(ctx, "stock levels", err)
 		}
