@@ -32,6 +32,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
@@ -58,6 +59,7 @@ type config struct {
 	interval time.Duration
 	watch    time.Duration
 	onChange func(name, from, to string)
+	logger   *slog.Logger
 }
 
 // WithName names the breaker in state-change callbacks and metrics
@@ -125,6 +127,10 @@ func OnStateChange(f func(name, from, to string)) Option {
 	return func(c *config) { c.onChange = f }
 }
 
+// WithLogger logs every state change (at Warn when the breaker opens, Info
+// otherwise). The breaker is silent by default.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
 // Breaker is the lockx.Backend that Wrap returns, before capabilities are
 // added; reach it from a wrapped backend with Of.
 type Breaker struct {
@@ -162,8 +168,19 @@ func Wrap(b lockx.Backend, opts ...Option) lockx.Backend {
 		},
 		IsExcluded: func(err error) bool { return errors.Is(err, errExcluded) },
 	}
-	if f := cfg.onChange; f != nil {
-		st.OnStateChange = func(name string, from, to gobreaker.State) { f(name, from.String(), to.String()) }
+	if f, l := cfg.onChange, cfg.logger; f != nil || l != nil {
+		st.OnStateChange = func(name string, from, to gobreaker.State) {
+			if l != nil {
+				level := slog.LevelInfo
+				if to == gobreaker.StateOpen {
+					level = slog.LevelWarn
+				}
+				l.Log(context.Background(), level, "lockx: circuit breaker state change", "breaker", name, "from", from.String(), "to", to.String())
+			}
+			if f != nil {
+				f(name, from.String(), to.String())
+			}
+		}
 	}
 	br.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
 	return wrap(br)

@@ -1,11 +1,14 @@
 package breaker_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -145,7 +148,9 @@ func TestVerdictsDoNotTrip(t *testing.T) {
 func TestOpenFailsFastAndRecovers(t *testing.T) {
 	ctx := context.Background()
 	f := &failing{Backend: memlock.New()}
-	w := breaker.Wrap(f, breaker.WithFailures(3), breaker.WithOpenTimeout(100*time.Millisecond))
+	var logs bytes.Buffer
+	w := breaker.Wrap(f, breaker.WithFailures(3), breaker.WithOpenTimeout(100*time.Millisecond),
+		breaker.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	br, _ := breaker.Of(w)
 	c := lockx.New(w)
 	defer c.Close()
@@ -181,6 +186,11 @@ func TestOpenFailsFastAndRecovers(t *testing.T) {
 	}
 	if br.State() != "closed" {
 		t.Fatalf("state %s after a successful probe", br.State())
+	}
+	for _, want := range []string{"level=WARN", "to=open", "to=half-open", "to=closed"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, logs.String())
+		}
 	}
 	_ = l.Release(ctx)
 }
