@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -83,6 +84,7 @@ func linePlot(title, xlabel, ylabel string, ss []series) (*plot.Plot, error) {
 		p.Legend.Left = true
 	} else {
 		p.Y.Min = 0
+		p.Y.Tick.Marker = plainTicks{}
 	}
 	p.Legend.TextStyle.Font.Size = vg.Points(7)
 	for i, s := range ss {
@@ -100,6 +102,20 @@ func linePlot(title, xlabel, ylabel string, ss []series) (*plot.Plot, error) {
 		p.Legend.Add(s.name, l, pts)
 	}
 	return p, nil
+}
+
+// plainTicks are gonum's default ticks labelled without trailing zeros
+// (25000, not 25000.00).
+type plainTicks struct{}
+
+func (plainTicks) Ticks(min, max float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(min, max)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+		}
+	}
+	return ts
 }
 
 // savePanels draws plots side by side into one PNG.
