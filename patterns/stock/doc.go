@@ -34,8 +34,9 @@
 // level, write it back; the write is a compare-and-swap on the level read,
 // so a holder that lost its lock cannot oversell. Both have the same API,
 // limits, reservations and guarantees; LockFree is faster by an order of
-// magnitude (docs/patterns/stock.md has the numbers). Use Locked when the
-// deduction must run with other work under the same lock.
+// magnitude (docs/patterns/stock.md has the numbers). Locked is there for
+// stores without a conditional update and as the baseline that shows why
+// seed 000 §9.2 recommends the atomic step.
 //
 // # Ledger and reconciliation
 //
