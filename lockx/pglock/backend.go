@@ -332,6 +332,7 @@ func (b *Backend) lose(h *hold) {
 func (b *Backend) sessionLost(s *session, cause error) {
 	b.mu.Lock()
 	n := 0
+	var lost []*hold
 	for hash, sl := range b.slots {
 		if sl.sess != s {
 			continue
@@ -339,15 +340,52 @@ func (b *Backend) sessionLost(s *session, cause error) {
 		for _, h := range sl.holds() {
 			b.lose(h)
 			n++
+			if !h.shared {
+				lost = append(lost, h)
+			}
 		}
 		sl.excl, sl.shared = nil, nil
 		b.dropIfEmpty(hash, sl)
 		b.wakeLocked(hash, "")
 	}
+	closed := b.closed
+	if len(lost) > 0 && !closed {
+		b.wg.Add(1)
+	}
 	b.mu.Unlock()
 	if l := b.cfg.logger; l != nil && !errors.Is(cause, errClosed) {
 		l.Warn("pglock: holder session lost", "pid", s.pid, "locks", n, "err", cause)
 	}
+	if len(lost) > 0 && !closed {
+		go b.announceLost(s.idx, lost)
+	}
+}
+
+// announceLost tells other processes, through a new session, that the
+// locks of a dead session are free: nothing else would wake their waiters
+// before their backoff ends.
+func (b *Backend) announceLost(idx int, lost []*hold) {
+	defer b.wg.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.connectTimeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-b.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	s, err := b.session(ctx, idx)
+	if err != nil {
+		return
+	}
+	ops := make([]*op, len(lost))
+	for i, h := range lost {
+		w1, w2 := waitFlag(h.hash)
+		ops[i] = &op{stmt: stLost, args: [][]byte{i8(h.hash), []byte(h.owner), i4(w1), i4(w2), []byte(b.names.channel), b.payload(h.hash)},
+			fin: func(result) {}}
+	}
+	s.enqueue(ops...)
 }
 
 // await waits for an op's result, bounded by the statement timeout (the

@@ -3,10 +3,18 @@ package pglock_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/pglock"
@@ -20,7 +28,7 @@ import (
 //	go test -run '^$' -bench Uncontended -benchtime 4s ./lockx/pglock/
 func BenchmarkUncontended(b *testing.B) {
 	const goroutines = 32
-	e := newEnv(b, goroutines+8)
+	e := newEnv(b, 2*goroutines+8)
 	b.Run("raw", func(b *testing.B) {
 		var next atomic.Int64
 		b.SetParallelism(max(1, goroutines/runtime.GOMAXPROCS(0)))
@@ -47,12 +55,31 @@ func BenchmarkUncontended(b *testing.B) {
 		})
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
 	})
-	b.Run("pglock", func(b *testing.B) {
-		be := pglock.New(e.pool, pglock.WithSchema(e.schema))
+	sessions := []int{pglock.DefaultSessions}
+	if s := os.Getenv("PGLOCK_BENCH_SESSIONS"); s != "" {
+		sessions = nil
+		for _, f := range strings.Split(s, ",") {
+			n, _ := strconv.Atoi(f)
+			sessions = append(sessions, n)
+		}
+	}
+	for _, n := range sessions {
+		b.Run(fmt.Sprintf("pglock-sessions=%d", n), func(b *testing.B) { benchUncontended(b, e, n, goroutines) })
+	}
+}
+
+func benchUncontended(b *testing.B, e *env, sessions, goroutines int) {
+	{
+		be := pglock.New(e.pool, pglock.WithSchema(e.schema), pglock.WithSessions(sessions))
 		c := lockx.New(be)
 		defer c.Close()
 		if err := be.Connect(context.Background()); err != nil {
 			b.Fatal(err)
+		}
+		if os.Getenv("PGLOCK_BENCH_UNLOGGED_FENCE") != "" { // cost breakdown only: not durable
+			if _, err := e.pool.Exec(context.Background(), "ALTER SEQUENCE "+pgx.Identifier{e.schema, "lockx_fence"}.Sanitize()+" SET UNLOGGED"); err != nil {
+				b.Fatal(err)
+			}
 		}
 		var next atomic.Int64
 		b.SetParallelism(max(1, goroutines/runtime.GOMAXPROCS(0)))
@@ -73,5 +100,106 @@ func BenchmarkUncontended(b *testing.B) {
 			}
 		})
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
+	}
+}
+
+// One hot key, 16 independent clients (one goroutine each, each its own
+// Backend as separate processes would have): handoffs per second and the
+// p99 wait for a handoff, against a raw try-lock loop that sleeps 1 ms
+// between tries:
+//
+//	go test -run '^$' -bench HotKey -benchtime 4s ./lockx/pglock/
+func BenchmarkHotKey(b *testing.B) {
+	const clients = 16
+	e := newEnv(b, 4*clients)
+	run := func(b *testing.B, acquire func(i int) (release func())) {
+		var mu sync.Mutex
+		last := -1
+		var handoffs int
+		var waits []time.Duration
+		var n atomic.Int64
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i := 0; i < clients; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n.Add(1) <= int64(b.N) {
+					t0 := time.Now()
+					release := acquire(i)
+					if release == nil {
+						return
+					}
+					mu.Lock()
+					if last != i {
+						handoffs++
+						waits = append(waits, time.Since(t0))
+					}
+					last = i
+					mu.Unlock()
+					release()
+				}
+			}()
+		}
+		wg.Wait()
+		el := time.Since(start)
+		slices.Sort(waits)
+		b.ReportMetric(float64(handoffs)/el.Seconds(), "handoffs/s")
+		if len(waits) > 0 {
+			b.ReportMetric(float64(waits[len(waits)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(waits[len(waits)*99/100].Microseconds())/1000, "p99-ms")
+		}
+	}
+	b.Run("raw-trylock-sleep1ms", func(b *testing.B) {
+		conns := make([]*pgxpool.Conn, clients)
+		for i := range conns {
+			c, err := e.pool.Acquire(context.Background())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Release()
+			conns[i] = c
+		}
+		const key = 1 << 41
+		run(b, func(i int) func() {
+			ctx := context.Background()
+			for {
+				var ok bool
+				if err := conns[i].QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&ok); err != nil {
+					b.Error(err)
+					return nil
+				}
+				if ok {
+					return func() { _, _ = conns[i].Exec(ctx, "SELECT pg_advisory_unlock($1)", key) }
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
 	})
+	for _, fair := range []bool{false, true} {
+		b.Run(fmt.Sprintf("pglock-fair=%v", fair), func(b *testing.B) {
+			cs := make([]*lockx.Client, clients)
+			for i := range cs {
+				be := pglock.New(e.pool, pglock.WithSchema(e.schema), pglock.WithSessions(1))
+				if err := be.Connect(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				cs[i] = lockx.New(be)
+				defer cs[i].Close()
+			}
+			opts := []lockx.Option{lockx.WithLease(time.Minute)}
+			if fair {
+				opts = append(opts, lockx.Fair())
+			}
+			b.ResetTimer()
+			run(b, func(i int) func() {
+				l, err := cs[i].Acquire(context.Background(), "hot", opts...)
+				if err != nil {
+					b.Error(err)
+					return nil
+				}
+				return func() { _ = l.Release(context.Background()) }
+			})
+		})
+	}
 }

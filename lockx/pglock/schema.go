@@ -68,7 +68,8 @@ func migrate(ctx context.Context, conn *pgx.Conn, schema string) error {
 			token bigint NOT NULL,
 			expires timestamptz NOT NULL,
 			pid integer NOT NULL,
-			acquired timestamptz NOT NULL DEFAULT clock_timestamp())`,
+			acquired timestamptz NOT NULL DEFAULT clock_timestamp())
+			WITH (fillfactor = 50)`,
 		`CREATE UNLOGGED TABLE IF NOT EXISTS ` + n.queue + ` (
 			hash bigint NOT NULL,
 			owner bytea NOT NULL,

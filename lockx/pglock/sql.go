@@ -23,6 +23,7 @@ const (
 	stPing         = "lockx_ping"
 	stSweep        = "lockx_sweep"
 	stUnlock       = "lockx_unlock"
+	stLost         = "lockx_lost"
 )
 
 // names are the quoted identifiers of one schema's objects.
@@ -94,8 +95,8 @@ const sqlGrantTail = `, w AS (
 		expires = excluded.expires, pid = excluded.pid, acquired = clock_timestamp()
 )`
 
-const sqlGrantResult = `SELECT g.token, (SELECT greatest(ceil(extract(epoch FROM h.expires - clock_timestamp()) * 1000), 0)::int8
-	FROM {held} h WHERE h.hash = $1::int8) FROM g`
+const sqlGrantResult = `SELECT g.token, CASE WHEN g.token IS NULL THEN (SELECT greatest(ceil(extract(epoch FROM h.expires - clock_timestamp()) * 1000), 0)::int8
+	FROM {held} h WHERE h.hash = $1::int8) END FROM g`
 
 // statements returns the prepared statements of a holder session. CASE fixes
 // the evaluation order: the queue check before the lock, the lock before the
@@ -136,10 +137,10 @@ func (n names) statements() map[string]string {
 	ON CONFLICT (hash, owner) DO UPDATE SET expires = excluded.expires,
 		seq = CASE WHEN q.expires <= clock_timestamp() THEN excluded.seq ELSE q.seq END`,
 
-		// Release: drop the row, unlock, and notify only if some process has
+		// Release: mark the row released, unlock, and notify only if some process has
 		// waiters (holds the wait flag). $1 hash, $2 owner, $3/$4 wait flag,
 		// $5 channel, $6 payload. Result -1: the lock was not held.
-		stRelease: `WITH d AS (DELETE FROM {held} WHERE hash = $1::int8 AND owner = $2::bytea AND pid = pg_backend_pid())
+		stRelease: `WITH d AS (UPDATE {held} SET expires = 'epoch' WHERE hash = $1::int8 AND owner = $2::bytea AND pid = pg_backend_pid())
 SELECT CASE WHEN NOT pg_advisory_unlock($1::int8) THEN -1
 	WHEN pg_try_advisory_xact_lock($3::int4, $4::int4) THEN 0
 	ELSE 1 + length(pg_notify($5::text, $6::text || {head})::text) END::int8`,
@@ -149,7 +150,7 @@ SELECT CASE WHEN NOT pg_advisory_unlock($1::int8) THEN -1
 		stReap: `WITH e AS MATERIALIZED (
 	SELECT ceil(extract(epoch FROM expires - now()) * 1000)::int8 AS left_ms
 	FROM {held} WHERE hash = $1::int8 AND owner = $2::bytea AND pid = pg_backend_pid()
-), d AS (DELETE FROM {held} WHERE hash = $1::int8 AND owner = $2::bytea AND pid = pg_backend_pid() AND expires <= now())
+), d AS (UPDATE {held} SET expires = 'epoch' WHERE hash = $1::int8 AND owner = $2::bytea AND pid = pg_backend_pid() AND expires <= now())
 SELECT CASE WHEN (SELECT left_ms FROM e) > 0 THEN (SELECT left_ms FROM e)
 	WHEN NOT pg_advisory_unlock($1::int8) THEN -1
 	WHEN pg_try_advisory_xact_lock($3::int4, $4::int4) THEN 0
@@ -171,7 +172,7 @@ SELECT CASE WHEN (SELECT left_ms FROM e) > 0 THEN (SELECT left_ms FROM e)
 		// learns at its next renewal. $1 hash, $2 owner, $3 key, $4 channel,
 		// $5 payload. Result: queue entries removed, live rows removed.
 		stRemoteRel: `WITH dq AS (DELETE FROM {queue} WHERE hash = $1::int8 AND owner = $2::bytea RETURNING 1),
-dh AS (DELETE FROM {held} h WHERE hash = $1::int8 AND owner = $2::bytea AND key = $3::bytea RETURNING {live} AS live)
+dh AS (UPDATE {held} h SET expires = 'epoch' WHERE hash = $1::int8 AND owner = $2::bytea AND key = $3::bytea AND expires > clock_timestamp() RETURNING {live} AS live)
 SELECT (SELECT count(*) FROM dq)::int8, (SELECT count(*) FROM dh WHERE live)::int8,
 	CASE WHEN EXISTS (SELECT 1 FROM dq) OR EXISTS (SELECT 1 FROM dh)
 		THEN length(pg_notify($4::text, $5::text || {head})::text) END::int8`,
@@ -184,10 +185,19 @@ SELECT (SELECT count(*) FROM dq)::int8, (SELECT count(*) FROM dh WHERE live)::in
 
 		stPing: `SELECT 1::int8`,
 
-		// Rows of sessions that died, and queue entries of waiters that
-		// crashed, are overwritten or ignored; this only bounds the table.
+		// Released rows stay (so that the next grant of the key is an
+		// in-place update, not an insert and a delete), as do rows of
+		// sessions that died and entries of waiters that crashed; they are
+		// overwritten or ignored. The sweep bounds the tables to the keys of
+		// the last minute or so.
 		stSweep: `WITH a AS (DELETE FROM {held} WHERE expires < clock_timestamp() - interval '1 minute')
 DELETE FROM {queue} WHERE expires < clock_timestamp() - interval '1 minute'`,
+
+		// After a holder session died: its locks are free, so mark their rows
+		// released and wake waiting processes. Parameters as for release.
+		stLost: `WITH d AS (UPDATE {held} SET expires = 'epoch' WHERE hash = $1::int8 AND owner = $2::bytea AND expires > 'epoch')
+SELECT CASE WHEN pg_try_advisory_xact_lock($3::int4, $4::int4) THEN 0
+	ELSE 1 + length(pg_notify($5::text, $6::text || {head})::text) END::int8`,
 
 		// The fallback when a release statement failed on a live session.
 		stUnlock: `SELECT CASE WHEN pg_advisory_unlock($1::int8) THEN 0 ELSE -1 END::int8`,

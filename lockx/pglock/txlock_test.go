@@ -24,6 +24,7 @@ func TestTxLockEndsWithTransaction(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = tx.Rollback(context.Background()) }) // a no-op after commit
 		tok, err := pglock.TxLock(ctx, tx, "order:1", pglock.WithSchema(e.schema))
 		if err != nil {
 			t.Fatal(err)
@@ -32,6 +33,7 @@ func TestTxLockEndsWithTransaction(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = tx2.Rollback(context.Background()) })
 		if _, err := b.TryTxLock(ctx, tx2, "order:1"); !errors.Is(err, lockx.ErrNotAcquired) {
 			t.Fatalf("TryTxLock in a second transaction = %v, want ErrNotAcquired", err)
 		}
@@ -59,6 +61,7 @@ func TestTxLockEndsWithTransaction(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { _ = tx3.Rollback(context.Background()) })
 		if _, err := pglock.TryTxLock(ctx, tx3, "order:1", pglock.WithSchema(e.schema)); !errors.Is(err, lockx.ErrNotAcquired) {
 			t.Fatalf("TryTxLock while a session holds the key = %v", err)
 		}
