@@ -1,0 +1,514 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockx-go/lockx/internal/testenv"
+)
+
+// handover says whether the fault outlasts the lease so that a second
+// client must get the lock (yes), must not (no), or may (maybe).
+type handover int
+
+const (
+	no handover = iota
+	yes
+	maybe
+)
+
+// scenario is one fault. The driver runs, per iteration:
+//
+//	before; A acquires; A writes; A checks it holds the lock
+//	inject                                  (recovery is timed from here)
+//	handover: B acquires (within bound); B writes; heal; A writes (its
+//	          write decided before the fault: the stale write); releases
+//	no:       B's attempt is refused; heal; A writes; A releases; B
+//	          acquires, writes, releases
+//
+// refusedA: A's acquire itself must be refused (WithReplicaAck).
+type scenario struct {
+	name, backend, fault string
+	longOnly             bool
+	handover             handover
+	refusedA             bool
+	lease                time.Duration
+	bound                time.Duration
+	note                 string
+	// setup starts the servers (once per scenario) and returns the holder
+	// flags of A and B.
+	setup  func(r *run) (a, b []string)
+	before func(r *run)
+	inject func(r *run)
+	heal   func(r *run)
+}
+
+// run is the state of one scenario: servers, proxy, holders.
+type run struct {
+	t       *testing.T
+	sc      *scenario
+	bin     string
+	regPool *pgxpool.Pool
+	regURL  string
+	key     string
+	a, b    *holder
+
+	redis    *testenv.RedisServer
+	proxy    *Proxy
+	sentinel *testenv.Sentinel
+	cluster  *testenv.Cluster
+	victim   *testenv.RedisServer // a master to kill
+	standby  *testenv.RedisServer // its replica
+}
+
+var seq atomic.Int64
+
+func sigstop(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP %d: %v", pid, err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+}
+
+func sigcont(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatalf("SIGCONT %d: %v", pid, err)
+	}
+}
+
+// terminate ends the PostgreSQL backends whose application_name is one of
+// names (sessions of this test's holder processes only).
+func (r *run) terminate(names ...string) int {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var n int
+	err := r.regPool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE application_name = ANY($1) AND pid <> pg_backend_pid()`, names).Scan(&n)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return n
+}
+
+func redisArgs(addr string) []string { return []string{"-backend=redis", "-addr=" + addr} }
+
+func scenarios() []*scenario {
+	return []*scenario{
+		{
+			name: "holder-pause", backend: "Redis (single)", fault: "holder SIGSTOPped for longer than its lease, resumed after the next holder wrote",
+			handover: yes, lease: time.Second, bound: 8 * time.Second,
+			setup: func(r *run) ([]string, []string) {
+				r.redis = testenv.StartRedis(r.t)
+				return redisArgs(r.redis.Addr), redisArgs(r.redis.Addr)
+			},
+			inject: func(r *run) { r.a.signal(syscall.SIGSTOP) },
+			heal:   func(r *run) { r.a.signal(syscall.SIGCONT) },
+		},
+		{
+			name: "redis-hang-short", backend: "Redis (single)", fault: "redis-server SIGSTOPped for less than the lease (≈ one client timeout)",
+			handover: no, lease: 4 * time.Second, bound: 10 * time.Second,
+			setup: func(r *run) ([]string, []string) {
+				r.redis = testenv.StartRedis(r.t)
+				return redisArgs(r.redis.Addr), redisArgs(r.redis.Addr)
+			},
+			inject: func(r *run) { sigstop(r.t, r.redis.Pid) },
+			heal:   func(r *run) { sigcont(r.t, r.redis.Pid) },
+		},
+		{
+			name: "redis-hang-long", backend: "Redis (single)", fault: "redis-server SIGSTOPped for 2.5 × the lease",
+			handover: yes, lease: time.Second, bound: 10 * time.Second,
+			setup: func(r *run) ([]string, []string) {
+				r.redis = testenv.StartRedis(r.t)
+				return redisArgs(r.redis.Addr), redisArgs(r.redis.Addr)
+			},
+			inject: func(r *run) {
+				sigstop(r.t, r.redis.Pid)
+				time.Sleep(5 * r.sc.lease / 2)
+				sigcont(r.t, r.redis.Pid)
+			},
+		},
+		{
+			name: "redis-restart", backend: "Redis (single)", fault: "redis-server SIGKILLed and restarted at once, no persistence, during a hold",
+			handover: yes, lease: time.Second, bound: 10 * time.Second,
+			setup: func(r *run) ([]string, []string) {
+				r.redis = testenv.StartRedis(r.t)
+				return redisArgs(r.redis.Addr), redisArgs(r.redis.Addr)
+			},
+			inject: func(r *run) { r.redis.Kill(); r.redis.Restart(r.t) },
+		},
+		{
+			name: "slow-replies", backend: "Redis (single)", fault: "replies to the holder delayed by 3 × the lease (proxy latency, server→client)",
+			handover: yes, lease: time.Second, bound: 10 * time.Second,
+			setup: func(r *run) ([]string, []string) {
+				r.redis = testenv.StartRedis(r.t)
+				p, err := NewProxy(r.redis.Addr)
+				if err != nil {
+					r.t.Fatal(err)
+				}
+				r.proxy = p
+				r.t.Cleanup(p.Close)
+				return redisArgs(p.Addr), redisArgs(r.redis.Addr)
+			},
+			inject: func(r *run) { r.proxy.SetLatency(Downstream, 3*r.sc.lease) },
+			heal:   func(r *run) { r.proxy.SetLatency(Downstream, 0) },
+		},
+		{
+			name: "lost-renewal-replies", backend: "Redis (single)", fault: "one-way blackhole: the holder's requests (renewals) arrive, no reply comes back",
+			handover: yes, lease: time.Second, bound: 10 * time.Second,
+			setup: func(r *run) ([]string, []string) {
+				r.redis = testenv.StartRedis(r.t)
+				p, err := NewProxy(r.redis.Addr)
+				if err != nil {
+					r.t.Fatal(err)
+				}
+				r.proxy = p
+				r.t.Cleanup(p.Close)
+				return redisArgs(p.Addr), redisArgs(r.redis.Addr)
+			},
+			inject: func(r *run) { r.proxy.SetBlackhole(Downstream, true) },
+			heal:   func(r *run) { r.proxy.SetBlackhole(Downstream, false) },
+		},
+		{
+			name: "watchdog-starved", backend: "Redis (single)", fault: "busy goroutines on every core plus 300 ms of request latency on the holder's renewals",
+			handover: maybe, lease: time.Second, bound: 10 * time.Second, longOnly: true,
+			note: "either outcome is allowed: the holder keeps the lock or gives it up at its local deadline",
+			setup: func(r *run) ([]string, []string) {
+				r.redis = testenv.StartRedis(r.t)
+				p, err := NewProxy(r.redis.Addr)
+				if err != nil {
+					r.t.Fatal(err)
+				}
+				r.proxy = p
+				r.t.Cleanup(p.Close)
+				return redisArgs(p.Addr), redisArgs(r.redis.Addr)
+			},
+			inject: func(r *run) {
+				r.proxy.SetLatency(Upstream, 300*time.Millisecond)
+				burn(r.t, 3*time.Second)
+			},
+			heal: func(r *run) { r.proxy.SetLatency(Upstream, 0) },
+		},
+		{
+			name: "pg-session-terminated", backend: "PostgreSQL", fault: "pg_terminate_backend of the holder's lock session",
+			handover: yes, lease: time.Second, bound: 10 * time.Second,
+			setup: func(r *run) ([]string, []string) {
+				args := []string{"-backend=pg", "-lockpg=" + r.regURL}
+				return args, args
+			},
+			inject: func(r *run) {
+				if n := r.terminate(fmt.Sprintf("faults-lock-%d", r.a.cmd.Process.Pid)); n == 0 {
+					r.t.Fatal("no lock session of holder A to terminate")
+				}
+			},
+		},
+		{
+			name: "pg-holder-pause", backend: "PostgreSQL", fault: "holder SIGSTOPped; its lock sessions run with idle_session_timeout = 1.5 s",
+			handover: yes, lease: time.Second, bound: 12 * time.Second,
+			setup: func(r *run) ([]string, []string) {
+				sep := "?"
+				if strings.Contains(r.regURL, "?") {
+					sep = "&"
+				}
+				return []string{"-backend=pg", "-lockpg=" + r.regURL + sep + "idle_session_timeout=1500"},
+					[]string{"-backend=pg", "-lockpg=" + r.regURL}
+			},
+			inject: func(r *run) { r.a.signal(syscall.SIGSTOP) },
+			heal:   func(r *run) { r.a.signal(syscall.SIGCONT) },
+		},
+		{
+			name: "pg-restart-emulated", backend: "PostgreSQL", fault: "every session of both holders terminated at once (the server is shared, so it is not restarted)",
+			handover: yes, lease: time.Second, bound: 12 * time.Second,
+			setup: func(r *run) ([]string, []string) {
+				args := []string{"-backend=pg", "-lockpg=" + r.regURL}
+				return args, args
+			},
+			inject: func(r *run) {
+				var names []string
+				for _, h := range []*holder{r.a, r.b} {
+					pid := h.cmd.Process.Pid
+					names = append(names, fmt.Sprintf("faults-lock-%d", pid), fmt.Sprintf("faults-writer-%d", pid))
+				}
+				r.terminate(names...)
+			},
+		},
+		{
+			name: "sentinel-failover-unreplicated", backend: "Redis Sentinel", fault: "grant not replicated (replicas SIGSTOPped), master SIGKILLed, replica promoted",
+			handover: yes, lease: time.Second, bound: 40 * time.Second,
+			setup:  sentinelSetup(0),
+			before: sentinelBefore,
+			inject: sentinelInject,
+		},
+		{
+			name: "sentinel-failover-replica-ack", backend: "Redis Sentinel + WithReplicaAck(1)", fault: "as above, holder A uses WithReplicaAck(1): the unreplicated grant is refused",
+			handover: yes, refusedA: true, lease: time.Second, bound: 40 * time.Second,
+			setup:  sentinelSetup(1),
+			before: sentinelBefore,
+			inject: sentinelInject,
+		},
+		{
+			name: "cluster-master-killed", backend: "Redis Cluster", fault: "grant not replicated (the slot's replica SIGSTOPped), the slot's master SIGKILLed, replica promoted after cluster-node-timeout",
+			handover: yes, lease: time.Second, bound: 60 * time.Second, longOnly: true,
+			setup: func(r *run) ([]string, []string) {
+				r.cluster = testenv.StartCluster(r.t)
+				c := redis.NewClient(&redis.Options{Addr: r.cluster.Addrs[0]})
+				defer c.Close()
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				slot, err := c.ClusterKeySlot(ctx, "lockx:{"+r.key+"}").Result()
+				if err != nil {
+					r.t.Fatal(err)
+				}
+				i := 2
+				switch {
+				case slot <= 5460:
+					i = 0
+				case slot <= 10922:
+					i = 1
+				}
+				r.victim, r.standby = r.cluster.Masters[i], r.cluster.Replicas[i]
+				args := []string{"-backend=cluster", "-addr=" + strings.Join(r.cluster.Addrs, ",")}
+				return args, args
+			},
+			before: func(r *run) { sigstop(r.t, r.standby.Pid) },
+			inject: func(r *run) { r.victim.Kill(); sigcont(r.t, r.standby.Pid) },
+		},
+	}
+}
+
+func sentinelSetup(ack int) func(r *run) ([]string, []string) {
+	return func(r *run) ([]string, []string) {
+		r.sentinel = testenv.StartSentinel(r.t)
+		base := []string{"-backend=sentinel", "-master=" + r.sentinel.MasterName, "-addr=" + strings.Join(r.sentinel.SentinelAddrs, ",")}
+		a := append([]string(nil), base...)
+		if ack > 0 {
+			a = append(a, fmt.Sprint("-ack=", ack))
+		}
+		return a, base
+	}
+}
+
+// sentinelBefore stops the replicas so that the next grant is not replicated.
+func sentinelBefore(r *run) {
+	for _, s := range r.sentinel.Replicas {
+		sigstop(r.t, s.Pid)
+	}
+}
+
+// sentinelInject kills the master with the unreplicated grant, resumes the
+// replicas and waits for the sentinels to promote one.
+func sentinelInject(r *run) {
+	old := r.sentinel.Master.Addr
+	r.sentinel.Master.Kill()
+	for _, s := range r.sentinel.Replicas {
+		sigcont(r.t, s.Pid)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for r.sentinel.MasterAddr(r.t) == old {
+		if time.Now().After(deadline) {
+			r.t.Fatal("no failover within 30 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// burn keeps every core busy for d.
+func burn(t *testing.T, d time.Duration) {
+	stop := time.Now().Add(d)
+	done := make(chan struct{})
+	n := runtime.NumCPU() * 2
+	for range n {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			x := 0
+			for time.Now().Before(stop) {
+				for i := range 10000 {
+					x += i
+				}
+			}
+			_ = x
+		}()
+	}
+	for range n {
+		<-done
+	}
+}
+
+func TestFault(t *testing.T) {
+	start := time.Now()
+	bin := buildHolder(t, t.TempDir())
+	pool, url := registers(t)
+	iters := 1
+	if long() {
+		iters = 5
+	}
+	for i, sc := range scenarios() {
+		t.Run(sc.name, func(t *testing.T) {
+			if sc.longOnly && !long() {
+				t.Skip("long form only (LOCKX_FAULTS=long, make faults)")
+			}
+			n := iters
+			if sc.backend != "Redis (single)" && sc.backend != "PostgreSQL" {
+				n = max(1, iters/2) // each run costs a failover
+			}
+			res := &result{Name: sc.name, Backend: sc.backend, Fault: sc.fault, Order: i, Bound: sc.bound,
+				ExpectLoss: sc.handover == yes && !sc.refusedA, Note: sc.note}
+			for it := 0; it < n; it++ {
+				driveOnce(t, sc, bin, pool, url, res)
+				if t.Failed() {
+					return
+				}
+			}
+			record(res)
+			t.Logf("%s: ops %d, stale accepted fenced %d / unfenced %d, fenced illegal %d/%d, unfenced illegal %d/%d, lock-model violations %d, recovery %v",
+				sc.name, res.Ops, res.StaleFenced, res.StalePlain, res.FencedIllegal, res.Runs, res.PlainIllegal, res.Runs, res.MutexViolations, res.Recovery)
+			// Safety: must hold under every fault.
+			if res.StaleFenced != 0 || res.FencedIllegal != 0 {
+				t.Errorf("fenced register: %d stale writes accepted, %d/%d histories not linearizable", res.StaleFenced, res.FencedIllegal, res.Runs)
+			}
+			// Sensitivity: where a second holder got the lock while the first
+			// still meant to write, the unfenced twin must lose that write
+			// and its checker must say so.
+			if res.ExpectLoss && (res.StalePlain == 0 || res.PlainIllegal == 0) {
+				t.Errorf("sensitivity: unfenced register accepted %d stale writes, %d/%d histories flagged; the fault should make it lose writes", res.StalePlain, res.PlainIllegal, res.Runs)
+			}
+			if !res.ExpectLoss && sc.handover == no && (res.StalePlain != 0 || res.PlainIllegal != 0) {
+				t.Errorf("unfenced register lost writes (%d) without a handover", res.StalePlain)
+			}
+		})
+	}
+	t.Logf("fault suite: %v\n%s", time.Since(start).Round(time.Second), table())
+	if long() && !t.Failed() {
+		writeReport(t, time.Since(start))
+	}
+}
+
+func driveOnce(t *testing.T, sc *scenario, bin string, pool *pgxpool.Pool, url string, res *result) {
+	t.Helper()
+	// Each iteration is a subtest so its servers and holders are cleaned up
+	// before the next starts.
+	t.Run(fmt.Sprintf("run%d", res.Runs+1), func(t *testing.T) {
+		n := seq.Add(1)
+		r := &run{t: t, sc: sc, bin: bin, regPool: pool, regURL: url,
+			key: fmt.Sprintf("faults/%s/%d/%d", sc.name, os.Getpid(), n)}
+		fenced, plain := r.key+"/fenced", r.key+"/plain"
+		newRegister(t, pool, fenced)
+		newRegister(t, pool, plain)
+		aArgs, bArgs := sc.setup(r)
+		common := []string{"-key=" + r.key, "-fenced=" + fenced, "-plain=" + plain, "-regpg=" + url,
+			"-lease=" + sc.lease.String()}
+		r.a = startHolder(t, bin, 1, append(common, aArgs...)...)
+		r.b = startHolder(t, bin, 2, append(common, bArgs...)...)
+
+		if sc.before != nil {
+			sc.before(r)
+		}
+		a := r.a.acquire(5 * time.Second)
+		if sc.refusedA {
+			if a.OK {
+				t.Fatalf("A was granted the lock (token %d) although its grant could not be replicated", a.Token)
+			}
+			t.Logf("A refused as expected: %s", a.Err)
+		} else {
+			if !a.OK {
+				t.Fatalf("A: acquire: %s", a.Err)
+			}
+			r.a.write()
+			if !r.a.check() {
+				t.Fatal("A lost its lock before the fault")
+			}
+		}
+		t0 := Now()
+		sc.inject(r)
+		var recovered int64
+		switch {
+		case sc.refusedA:
+			b := r.b.acquire(sc.bound)
+			if !b.OK {
+				t.Fatalf("B: no lock within %v after the fault: %s", sc.bound, b.Err)
+			}
+			recovered = b.Ret
+			r.b.write()
+			r.b.release()
+		case sc.handover == yes || sc.handover == maybe:
+			wait := sc.bound
+			if sc.handover == maybe {
+				wait = 3 * sc.lease
+			}
+			b := r.b.acquire(wait)
+			if b.OK {
+				res.Handovers++
+				recovered = b.Ret
+				r.b.write()
+				if sc.heal != nil {
+					sc.heal(r)
+				}
+				r.a.write() // decided before the fault: stale now
+				r.a.release()
+				r.b.release()
+				break
+			}
+			if sc.handover == yes {
+				t.Fatalf("B: no lock within %v after the fault: %s", wait, b.Err)
+			}
+			fallthrough
+		default:
+			if sc.handover == no {
+				if b := r.b.acquire(300 * time.Millisecond); b.OK {
+					res.Handovers++
+					t.Logf("B was granted the lock during a fault shorter than the lease (token %d)", b.Token)
+					r.b.release()
+				}
+			}
+			if sc.heal != nil {
+				sc.heal(r)
+			}
+			r.a.write()
+			r.a.release()
+			b := r.b.acquire(sc.bound)
+			if !b.OK {
+				t.Fatalf("B: no lock within %v after A released: %s", sc.bound, b.Err)
+			}
+			recovered = b.Ret
+			r.b.write()
+			r.b.release()
+		}
+		if lost, ok := r.a.lostAt(); ok {
+			t.Logf("A told of the loss %v after the fault", time.Duration(lost-t0).Round(time.Millisecond))
+		}
+		r.a.quit()
+		r.b.quit()
+
+		evs := append(r.a.all(), r.b.all()...)
+		f, p, m := histories(evs)
+		res.Runs++
+		res.Ops += len(f) + len(p) + len(m)
+		res.StaleFenced += staleAccepted(f)
+		res.StalePlain += staleAccepted(p)
+		if linearizable(RegisterModel, f) != "Ok" {
+			res.FencedIllegal++
+		}
+		if linearizable(RegisterModel, p) != "Ok" {
+			res.PlainIllegal++
+		}
+		if linearizable(MutexModel, m) != "Ok" {
+			res.MutexViolations++
+		}
+		res.Recovery = append(res.Recovery, time.Duration(recovered-t0))
+	})
+}
+
+var _ = filepath.Join

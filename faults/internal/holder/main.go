@@ -1,0 +1,270 @@
+// Command holder is the lock holder the fault tests run as a separate OS
+// process, so that it can be paused (SIGSTOP/SIGCONT) and killed. It reads
+// commands on stdin, one per line, and writes one JSON event per line on
+// stdout, timestamped with CLOCK_MONOTONIC (faults.Now):
+//
+//	acquire <wait ms>  take the lock (watchdog lease -lease)
+//	check              report whether the lock is still believed held
+//	write              read-modify-write both registers with the lock's token:
+//	                   the fenced one through pglock.FencedExec, the plain one
+//	                   with an unguarded UPDATE
+//	release            release the lock
+//	quit               exit
+//
+// A "lost" event is written when the lock's Lost channel closes.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockx-go/lockx/faults"
+	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/pglock"
+	"github.com/lockx-go/lockx/lockx/redislock"
+)
+
+// Event is one line of the holder's output.
+type Event struct {
+	Ev      string `json:"ev"` // lock, op, check, lost, error
+	Client  int    `json:"client"`
+	Release bool   `json:"release,omitempty"`
+	Reg     string `json:"reg,omitempty"` // fenced or plain
+	Write   bool   `json:"write,omitempty"`
+	Val     int64  `json:"val,omitempty"`
+	Token   uint64 `json:"token,omitempty"`
+	OK      bool   `json:"ok,omitempty"`
+	Unknown bool   `json:"unknown,omitempty"`
+	Held    bool   `json:"held,omitempty"`
+	Call    int64  `json:"call,omitempty"`
+	Ret     int64  `json:"ret,omitempty"`
+	Err     string `json:"err,omitempty"`
+}
+
+var (
+	outMu sync.Mutex
+	enc   = json.NewEncoder(os.Stdout)
+)
+
+func emit(e Event) {
+	outMu.Lock()
+	defer outMu.Unlock()
+	_ = enc.Encode(e)
+}
+
+func main() {
+	var (
+		backend   = flag.String("backend", "redis", "redis, sentinel, cluster or pg")
+		addr      = flag.String("addr", "", "Redis address (redis), or sentinel (sentinel) or node (cluster) addresses, comma-separated")
+		master    = flag.String("master", "", "Sentinel master name")
+		lockURL   = flag.String("lockpg", "", "PostgreSQL URL for pglock (pg)")
+		regURL    = flag.String("regpg", "", "PostgreSQL URL of the registers")
+		key       = flag.String("key", "", "lock key")
+		fenced    = flag.String("fenced", "", "id of the fenced register (also its fence resource)")
+		plain     = flag.String("plain", "", "id of the unfenced register")
+		id        = flag.Int("id", 0, "client id")
+		lease     = flag.Duration("lease", time.Second, "watchdog lease")
+		rto       = flag.Duration("rto", 500*time.Millisecond, "Redis read/write timeout")
+		ack       = flag.Int("ack", 0, "redislock.WithReplicaAck replicas (0: off)")
+		healthInt = flag.Duration("health", 250*time.Millisecond, "pglock health interval")
+	)
+	flag.Parse()
+	ctx := context.Background()
+	fail := func(err error) {
+		emit(Event{Ev: "error", Client: *id, Err: err.Error()})
+		os.Exit(2)
+	}
+
+	var b lockx.Backend
+	var closers []func()
+	switch *backend {
+	case "redis", "sentinel", "cluster":
+		var rdb redis.UniversalClient
+		switch *backend {
+		case "redis":
+			rdb = redis.NewClient(&redis.Options{Addr: *addr, ReadTimeout: *rto, WriteTimeout: *rto, DialTimeout: *rto, MaxRetries: 1})
+		case "cluster":
+			rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(*addr, ","),
+				ReadTimeout: *rto, WriteTimeout: *rto, DialTimeout: *rto, MaxRetries: 3})
+		default:
+			rdb = redis.NewFailoverClient(&redis.FailoverOptions{MasterName: *master, SentinelAddrs: strings.Split(*addr, ","),
+				ReadTimeout: *rto, WriteTimeout: *rto, DialTimeout: *rto, MaxRetries: 1})
+		}
+		var opts []redislock.Option
+		if *ack > 0 {
+			opts = append(opts, redislock.WithReplicaAck(*ack, *rto/2))
+		}
+		b = redislock.New(rdb, opts...)
+		closers = append(closers, func() { rdb.Close() })
+	case "pg":
+		cfg, err := pgxpool.ParseConfig(*lockURL)
+		if err != nil {
+			fail(err)
+		}
+		cfg.ConnConfig.RuntimeParams["application_name"] = fmt.Sprintf("faults-lock-%d", os.Getpid())
+		cfg.MaxConns = 4
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			fail(err)
+		}
+		b = pglock.New(pool, pglock.WithSessions(1), pglock.WithHealthInterval(*healthInt))
+		closers = append(closers, pool.Close)
+	default:
+		fail(fmt.Errorf("unknown backend %q", *backend))
+	}
+	client := lockx.New(b)
+
+	rcfg, err := pgxpool.ParseConfig(*regURL)
+	if err != nil {
+		fail(err)
+	}
+	rcfg.ConnConfig.RuntimeParams["application_name"] = fmt.Sprintf("faults-writer-%d", os.Getpid())
+	rcfg.MaxConns = 2
+	reg, err := pgxpool.NewWithConfig(ctx, rcfg)
+	if err != nil {
+		fail(err)
+	}
+
+	var lock *lockx.Lock
+	seq := int64(0)
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		f := strings.Fields(in.Text())
+		if len(f) == 0 {
+			continue
+		}
+		switch f[0] {
+		case "acquire":
+			wait := time.Second
+			if len(f) > 1 {
+				ms, _ := strconv.Atoi(f[1])
+				wait = time.Duration(ms) * time.Millisecond
+			}
+			e := Event{Ev: "lock", Client: *id, Call: faults.Now()}
+			actx, cancel := context.WithTimeout(ctx, wait+5*time.Second)
+			l, err := client.Acquire(actx, *key, lockx.WithWatchdog(*lease), lockx.WithWait(wait))
+			cancel()
+			e.Ret = faults.Now()
+			if err != nil {
+				e.Err = err.Error()
+				// lockx promises that a refused or unavailable acquire holds
+				// nothing; anything else is an unknown outcome.
+				e.Unknown = !errors.Is(err, lockx.ErrNotAcquired) && !errors.Is(err, lockx.ErrUnavailable)
+			} else {
+				lock = l
+				e.OK, e.Token = true, uint64(l.Token())
+				go func(l *lockx.Lock) {
+					<-l.Lost()
+					emit(Event{Ev: "lost", Client: *id, Call: faults.Now(), Token: uint64(l.Token())})
+				}(l)
+			}
+			emit(e)
+		case "check":
+			emit(Event{Ev: "check", Client: *id, Held: lock != nil && lock.Context().Err() == nil, Call: faults.Now()})
+		case "write":
+			if lock == nil {
+				emit(Event{Ev: "error", Client: *id, Err: "write without a lock"})
+				continue
+			}
+			tok := lock.Token()
+			for _, r := range []struct {
+				name, id string
+			}{{"fenced", *fenced}, {"plain", *plain}} {
+				if r.id == "" {
+					continue
+				}
+				seq++
+				val := int64(*id)*1_000_000 + seq
+				rmw(ctx, reg, *id, r.name, r.id, tok, val)
+			}
+			emit(Event{Ev: "wrote", Client: *id})
+		case "release":
+			if lock == nil {
+				continue
+			}
+			e := Event{Ev: "lock", Client: *id, Release: true, Call: faults.Now()}
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := lock.Release(rctx)
+			cancel()
+			e.Ret = faults.Now()
+			e.OK = err == nil
+			if err != nil {
+				e.Err = err.Error()
+			}
+			lock = nil
+			emit(e)
+		case "quit":
+			client.Close()
+			reg.Close()
+			for _, c := range closers {
+				c()
+			}
+			return
+		}
+	}
+}
+
+// rmw reads register id and writes val to it with token tok (fenced or
+// not), retrying a write whose outcome is unknown up to three times.
+func rmw(ctx context.Context, pool *pgxpool.Pool, client int, name, id string, tok lockx.Token, val int64) {
+	for attempt := 0; attempt < 3; attempt++ {
+		e := Event{Ev: "op", Client: client, Reg: name, Call: faults.Now()}
+		octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := pool.QueryRow(octx, `SELECT val FROM faults_register WHERE id = $1`, id).Scan(&e.Val)
+		cancel()
+		e.Ret = faults.Now()
+		if err != nil {
+			e.Unknown, e.Err = true, err.Error()
+			emit(e)
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		emit(e)
+		break
+	}
+	for attempt := 0; attempt < 3; attempt++ {
+		e := Event{Ev: "op", Client: client, Reg: name, Write: true, Val: val, Token: uint64(tok), Call: faults.Now()}
+		err := write(ctx, pool, name == "fenced", id, tok, val)
+		e.Ret = faults.Now()
+		switch {
+		case err == nil:
+			e.OK = true
+		case errors.Is(err, lockx.ErrStaleToken):
+			e.Err = err.Error()
+		default:
+			e.Unknown, e.Err = true, err.Error()
+		}
+		emit(e)
+		if !e.Unknown {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func write(ctx context.Context, pool *pgxpool.Pool, fenced bool, id string, tok lockx.Token, val int64) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	const upd = `UPDATE faults_register SET val = $1, tok = $2 WHERE id = $3`
+	if !fenced {
+		_, err := pool.Exec(ctx, upd, val, int64(tok), id)
+		return err
+	}
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := pglock.FencedExec(ctx, tx, id, tok, upd, val, int64(tok), id)
+		return err
+	})
+}
