@@ -23,14 +23,15 @@ import (
 //	SegmentLocks16 16 segments, each with its own lock, read-modify-write
 //	LockFree16     16 segments, one atomic script per deduction
 //
-// each on loopback and with a simulated 200 µs network round trip (a
-// go-redis hook that sleeps before every command or pipeline, as a Redis on
-// another host in the same datacenter would cost; the sleep uses no CPU, so
-// it shows what the host's shared cores hide on loopback).
+// each on loopback and with a simulated 1 ms network round trip (a go-redis
+// hook that sleeps before every command or pipeline, as a Redis in another
+// zone would cost; the sleep uses no CPU, so it shows what the host's shared
+// cores hide on loopback, where the Redis server competes with the buyers
+// for the same two cores).
 //
 // Run: go test -run '^$' -bench 'BenchmarkRedisStock' -benchtime 3s ./patterns/stock/
 func BenchmarkRedisStock(b *testing.B) {
-	for _, rtt := range []time.Duration{0, 200 * time.Microsecond} {
+	for _, rtt := range []time.Duration{0, time.Millisecond} {
 		net := "loopback"
 		if rtt > 0 {
 			net = "rtt=" + rtt.String()
