@@ -56,11 +56,13 @@ type notifier struct {
 	ready    chan struct{}        // closed at the first confirmed subscription
 	readyBy  time.Time            // Watch waits for ready until then at most
 	watchers map[string]*watchSet // by lock key
+	seq      uint64               // last watcher's seq
 }
 
 type watchSet struct{ m map[*watcher]struct{} }
 
 type watcher struct {
+	seq   uint64 // registration order
 	owner lockx.Owner
 	enc   string        // owner encoded as the lock scripts store it
 	ch    chan struct{} // capacity 1: a pending wake-up
@@ -103,6 +105,8 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 		set = &watchSet{m: make(map[*watcher]struct{})}
 		n.watchers[lk] = set
 	}
+	n.seq++
+	w.seq = n.seq
 	set.m[w] = struct{}{}
 	ready, readyBy := n.ready, n.readyBy
 	n.mu.Unlock()
@@ -181,7 +185,9 @@ func (n *notifier) loop() {
 				n.subscribed()
 			}
 		case *redis.Message:
-			n.dispatch(m.Payload)
+			if lk := n.dispatch(m.Payload); lk != "" {
+				n.passOn(lk)
+			}
 		}
 	}
 }
@@ -235,32 +241,83 @@ func (n *notifier) wakeAll() {
 	}
 }
 
-// dispatch routes one published payload "<len(owner)>:<owner><lock key>":
-// an empty owner wakes every watcher of the key, otherwise only that owner's.
-// The lock scripts name owners encoded, the pattern scripts (rw, semaphore)
-// as they are; either matches. (A false match would only cost a retry.)
-func (n *notifier) dispatch(p string) {
+// dispatch routes one published payload "<len(owner)>:<owner><lock key>".
+// A named owner wakes that owner's watchers (a fair queue head, or the
+// pattern scripts' targeted wake-ups). An empty owner is a plain release that
+// woke this backend alone: it wakes one watcher of the key, so that one free
+// lock does not send every waiter to the server. If no watcher of the key is
+// left, dispatch returns the lock key so that the wake-up is passed on to
+// another waiting backend. The lock scripts name owners encoded, the pattern
+// scripts (rw, semaphore) as they are; either matches. (A false match would
+// only cost a retry.)
+func (n *notifier) dispatch(p string) (passOn string) {
 	i := strings.IndexByte(p, ':')
 	if i <= 0 {
-		return
+		return ""
 	}
 	ln, err := strconv.Atoi(p[:i])
 	if err != nil || ln < 0 || ln > len(p)-i-1 {
-		return
+		return ""
 	}
 	owner := p[i+1 : i+1+ln]
 	lk := p[i+1+ln:]
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	set := n.watchers[lk]
+	if owner == "" {
+		if set == nil || len(set.m) == 0 {
+			return lk
+		}
+		// The longest-waiting watcher goes first (plain waiters are not
+		// promised an order, but this keeps them from starving one another).
+		var oldest *watcher
+		for w := range set.m {
+			if oldest == nil || w.seq < oldest.seq {
+				oldest = w
+			}
+		}
+		oldest.wake()
+		return ""
+	}
 	if set == nil {
-		return
+		return ""
 	}
 	for w := range set.m {
-		if owner == "" || string(w.owner) == owner || w.enc == owner {
+		if string(w.owner) == owner || w.enc == owner {
 			w.wake()
 		}
 	}
+	return ""
+}
+
+// othersWaiting reports whether a watcher of lk other than owner's is
+// registered, so that a grant keeps this backend's waiter mark.
+func (n *notifier) othersWaiting(lk string, owner lockx.Owner) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	set := n.watchers[lk]
+	if set == nil {
+		return false
+	}
+	for w := range set.m {
+		if w.owner != owner {
+			return true
+		}
+	}
+	return false
+}
+
+// passOn hands a plain wake-up that found no watcher here to the next
+// waiting backend, if the key is still free. It runs on the dispatcher
+// goroutine and is rare: a waiter gave up between its mark and the release.
+func (n *notifier) passOn(lk string) {
+	b := n.b
+	c := &call{lk: lk, q: lk + ":q", d: lk + ":qd", w: lk + ":w"}
+	c.args[2], c.args[3], c.args[4], c.args[5], c.args[6] = "4", c.lk, c.q, c.d, c.w
+	c.args[7] = b.chpfArg
+	ctx, cancel := context.WithTimeout(n.ctx, time.Second)
+	defer cancel()
+	_, _ = eval(ctx, b.run, wakeScript, c, 8)
 }
 
 func (w *watcher) wake() {

@@ -104,8 +104,9 @@ func (b *Backend) lockKey(key string) string {
 	return string(appendBase(make([]byte, 0, len(b.cfg.prefix)+len(key)+4), b.cfg.prefix, key))
 }
 
-// flagArgs are the pre-boxed flags argument of acquire.lua: 1 fair, 2 wait.
-var flagArgs = [4]any{"0", "1", "2", "3"}
+// flagArgs are the pre-boxed flags argument of acquire.lua: 1 fair, 2 wait,
+// 4 other waiters of this backend wait for the key too.
+var flagArgs = [8]any{"0", "1", "2", "3", "4", "5", "6", "7"}
 
 // Acquire implements lockx.Backend with one script call (plus WAIT in the
 // same pipeline when WithReplicaAck is set).
@@ -128,6 +129,9 @@ func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result,
 		qttl = b.cfg.queueTTL
 	}
 	c := b.newCall(req.Key, req.Owner)
+	if req.Wait && !req.Fair && b.n.othersWaiting(c.lk, req.Owner) {
+		flags |= 4
+	}
 	c.ms, c.qttl = millis(req.Lease), millis(qttl)
 	c.args[2], c.args[4], c.args[5], c.args[6] = "4", &c.q, &c.d, &c.w
 	c.args[7], c.args[8], c.args[9], c.args[10], c.args[11] = &c.owner, &c.ms, flagArgs[flags], &c.qttl, b.idArg

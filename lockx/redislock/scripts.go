@@ -24,6 +24,7 @@ var scriptFS embed.FS
 var (
 	acquireScript = loadScript("queue.lua", "acquire.lua")
 	releaseScript = loadScript("queue.lua", "release.lua")
+	wakeScript    = loadScript("queue.lua", "wake_next.lua")
 	extendScript  = loadScript("extend.lua")
 	ttlScript     = loadScript("ttl.lua")
 )

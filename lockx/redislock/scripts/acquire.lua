@@ -1,7 +1,8 @@
 -- One acquisition attempt.
 -- KEYS: lock L, queue order Q, queue data D, waiter marks W
--- ARGV: owner (encoded), lease ms, flags (1 fair, 2 wait), queue TTL ms,
---       backend id (the last two only when waiting)
+-- ARGV: owner (encoded), lease ms, flags (1 fair, 2 wait, 4 other waiters of
+--       this backend wait for the key too), queue TTL ms, backend id (the last
+--       two only when waiting)
 -- L is a string: the holder's encoded owner followed by the fencing token as
 -- an 8-byte big-endian double (exact below 2^53); a tombstone is the token
 -- alone. Returns the token (> 0) of a grant, or -1 - the holder's remaining
@@ -20,7 +21,7 @@ if v and #v >= 8 then
   if holder == '' then holder = false end
 end
 local flags = tonumber(ARGV[3])
-local fair, wait = flags % 2 == 1, flags >= 2
+local fair, wait, others = flags % 2 == 1, flags % 4 >= 2, flags >= 4
 local now = now_us()
 local now_ms = math.floor(now / 1000)
 local free, first = not holder, false
@@ -43,6 +44,14 @@ if free then
     return redis.error_reply('ERR redislock: fencing token above 2^53')
   end
   redis.call('SET', lk, owner .. struct.pack('>d', tok), 'PX', ARGV[2])
+  if others then
+    -- The wake-up that brought us here popped this backend's mark; its other
+    -- waiters still want the next release.
+    local w = KEYS[4]
+    redis.call('SADD', w, ARGV[5])
+    local keep = tonumber(ARGV[2]) + 1000
+    if redis.call('PTTL', w) < keep then redis.call('PEXPIRE', w, keep) end
+  end
   return tok
 end
 local ttl = 0

@@ -31,10 +31,12 @@ local function wake_msg(owner, lk)
   return string.len(owner) .. ':' .. owner .. lk
 end
 
--- wake tells the next waiter(s) that lk may be free. With a live queue head
--- only the head's backend hears, naming the head; otherwise every backend in
--- the waiter marks set w hears, and the set is cleared. It returns true if a
--- queue head was woken.
+-- wake tells the next waiter that lk may be free. With a live queue head
+-- only the head's backend hears, naming the head; otherwise one backend,
+-- popped from the waiter marks set w, hears (and wakes one of its waiters):
+-- waking every waiter for one free lock is a thundering herd. The others keep
+-- their marks for the next release; a backend with no waiter left passes the
+-- wake-up on (wake_next.lua). It returns true if a queue head was woken.
 local function wake(lk, q, d, w, chan)
   if redis.call('EXISTS', q) == 1 then
     local head, v = queue_head(q, d, math.floor(now_us() / 1000))
@@ -43,13 +45,9 @@ local function wake(lk, q, d, w, chan)
       return true
     end
   end
-  local ids = redis.call('SMEMBERS', w)
-  if #ids > 0 then
-    local msg = wake_msg('', lk)
-    for i = 1, #ids do
-      redis.call('PUBLISH', chan .. ids[i], msg)
-    end
-    redis.call('DEL', w)
+  local id = redis.call('SPOP', w)
+  if id then
+    redis.call('PUBLISH', chan .. id, wake_msg('', lk))
   end
   return false
 end
