@@ -24,8 +24,9 @@
 //
 // Wrap returns a backend with exactly the optional capabilities of the
 // backend it wraps (Notifier, BatchExtender, FenceStore, RWBackend,
-// SemaphoreBackend, ResultStore, Inspector), each going through the same
-// breaker, so patterns find them with the usual type assertions.
+// SemaphoreBackend, ResultStore, Inspector, StockBackend, OrderStore), each
+// going through the same breaker, so patterns find them with the usual type
+// assertions.
 package breaker
 
 import (

@@ -22,6 +22,7 @@ import (
 	"github.com/lockx-go/lockx/lockx/lockxtest"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/lockx/redislock"
+	"github.com/lockx-go/lockx/patterns/stock/stocktest"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -30,6 +31,11 @@ func TestConformanceMemlock(t *testing.T) {
 	b := memlock.New()
 	w := breaker.Wrap(b)
 	lockxtest.Run(t, func(*testing.T) lockx.Backend { return w })
+}
+
+// The stock capability through the breaker (memlock's stock).
+func TestStockConformance(t *testing.T) {
+	stocktest.Run(t, breaker.Wrap(memlock.New()).(lockx.StockBackend))
 }
 
 func TestConformanceRedis(t *testing.T) {
@@ -63,6 +69,10 @@ func capabilities(b lockx.Backend) []string {
 	add("ResultStore", ok)
 	_, ok = b.(lockx.Inspector)
 	add("Inspector", ok)
+	_, ok = b.(lockx.StockBackend)
+	add("StockBackend", ok)
+	_, ok = b.(lockx.OrderStore)
+	add("OrderStore", ok)
 	return out
 }
 

@@ -195,3 +195,100 @@ func (w inspector) Lock(ctx context.Context, key string) (li lockx.LockInfo, err
 	})
 	return li, err
 }
+
+type stockBackend struct {
+	br *Breaker
+	s  lockx.StockBackend
+}
+
+// InitStock implements lockx.StockBackend.
+func (w stockBackend) InitStock(ctx context.Context, sku string, levels []int64) (segs int, created bool, err error) {
+	err = w.br.call(ctx, "init stock", func() error {
+		segs, created, err = w.s.InitStock(ctx, sku, levels)
+		return err
+	})
+	return segs, created, err
+}
+
+// StockLevels implements lockx.StockBackend.
+func (w stockBackend) StockLevels(ctx context.Context, sku string, segs []int) (levels []int64, err error) {
+	err = w.br.call(ctx, "stock levels", func() error {
+		levels, err = w.s.StockLevels(ctx, sku, segs)
+		return err
+	})
+	return levels, err
+}
+
+// TakeStock implements lockx.StockBackend.
+func (w stockBackend) TakeStock(ctx context.Context, t lockx.StockTake) (level int64, err error) {
+	err = w.br.call(ctx, "take stock", func() error {
+		level, err = w.s.TakeStock(ctx, t)
+		return err
+	})
+	return level, err
+}
+
+// SettleStock implements lockx.StockBackend.
+func (w stockBackend) SettleStock(ctx context.Context, sku string, seg int, id string, confirm bool) error {
+	return w.br.call(ctx, "settle stock", func() error { return w.s.SettleStock(ctx, sku, seg, id, confirm) })
+}
+
+// AddStock implements lockx.StockBackend.
+func (w stockBackend) AddStock(ctx context.Context, sku string, seg int, n int64) (level int64, err error) {
+	err = w.br.call(ctx, "add stock", func() error {
+		level, err = w.s.AddStock(ctx, sku, seg, n)
+		return err
+	})
+	return level, err
+}
+
+// ExpireStock implements lockx.StockBackend.
+func (w stockBackend) ExpireStock(ctx context.Context, sku string, seg int, max int) (entries []lockx.StockEntry, err error) {
+	err = w.br.call(ctx, "expire stock", func() error {
+		entries, err = w.s.ExpireStock(ctx, sku, seg, max)
+		return err
+	})
+	return entries, err
+}
+
+// StockSegment implements lockx.StockBackend.
+func (w stockBackend) StockSegment(ctx context.Context, sku string, seg int) (s lockx.StockSegment, err error) {
+	err = w.br.call(ctx, "stock segment", func() error {
+		s, err = w.s.StockSegment(ctx, sku, seg)
+		return err
+	})
+	return s, err
+}
+
+// ClaimQuota implements lockx.StockBackend.
+func (w stockBackend) ClaimQuota(ctx context.Context, sku, user string, delta, limit int64) (n int64, err error) {
+	err = w.br.call(ctx, "claim quota", func() error {
+		n, err = w.s.ClaimQuota(ctx, sku, user, delta, limit)
+		return err
+	})
+	return n, err
+}
+
+type orderStore struct {
+	br *Breaker
+	o  lockx.OrderStore
+}
+
+// SaveOrder implements lockx.OrderStore.
+func (w orderStore) SaveOrder(ctx context.Context, o lockx.StockOrder) error {
+	return w.br.call(ctx, "save order", func() error { return w.o.SaveOrder(ctx, o) })
+}
+
+// CancelOrder implements lockx.OrderStore.
+func (w orderStore) CancelOrder(ctx context.Context, sku, id string) error {
+	return w.br.call(ctx, "cancel order", func() error { return w.o.CancelOrder(ctx, sku, id) })
+}
+
+// OrderedUnits implements lockx.OrderStore.
+func (w orderStore) OrderedUnits(ctx context.Context, sku string) (n int64, err error) {
+	err = w.br.call(ctx, "ordered units", func() error {
+		n, err = w.o.OrderedUnits(ctx, sku)
+		return err
+	})
+	return n, err
+}

@@ -35,6 +35,14 @@ func wrap(br *Breaker) lockx.Backend {
 	if has6 {
 		mask |= 64
 	}
+	stockBackendOf, has7 := br.b.(lockx.StockBackend)
+	if has7 {
+		mask |= 128
+	}
+	orderStoreOf, has8 := br.b.(lockx.OrderStore)
+	if has8 {
+		mask |= 256
+	}
 	switch mask {
 	case 1:
 		return struct {
@@ -992,6 +1000,3398 @@ func wrap(br *Breaker) lockx.Backend {
 			resultStore
 			inspector
 		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}}
+	case 128:
+		return struct {
+			*Breaker
+			stockBackend
+		}{br, stockBackend{br, stockBackendOf}}
+	case 129:
+		return struct {
+			*Breaker
+			notifier
+			stockBackend
+		}{br, notifier{br, notifierOf}, stockBackend{br, stockBackendOf}}
+	case 130:
+		return struct {
+			*Breaker
+			batchExtender
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, stockBackend{br, stockBackendOf}}
+	case 131:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, stockBackend{br, stockBackendOf}}
+	case 132:
+		return struct {
+			*Breaker
+			fenceStore
+			stockBackend
+		}{br, fenceStore{br, fenceStoreOf}, stockBackend{br, stockBackendOf}}
+	case 133:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			stockBackend
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, stockBackend{br, stockBackendOf}}
+	case 134:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, stockBackend{br, stockBackendOf}}
+	case 135:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, stockBackend{br, stockBackendOf}}
+	case 136:
+		return struct {
+			*Breaker
+			rwBackend
+			stockBackend
+		}{br, rwBackend{br, rwBackendOf}, stockBackend{br, stockBackendOf}}
+	case 137:
+		return struct {
+			*Breaker
+			notifier
+			rwBackend
+			stockBackend
+		}{br, notifier{br, notifierOf}, rwBackend{br, rwBackendOf}, stockBackend{br, stockBackendOf}}
+	case 138:
+		return struct {
+			*Breaker
+			batchExtender
+			rwBackend
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, stockBackend{br, stockBackendOf}}
+	case 139:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			rwBackend
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, stockBackend{br, stockBackendOf}}
+	case 140:
+		return struct {
+			*Breaker
+			fenceStore
+			rwBackend
+			stockBackend
+		}{br, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, stockBackend{br, stockBackendOf}}
+	case 141:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			rwBackend
+			stockBackend
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, stockBackend{br, stockBackendOf}}
+	case 142:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			rwBackend
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, stockBackend{br, stockBackendOf}}
+	case 143:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			rwBackend
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, stockBackend{br, stockBackendOf}}
+	case 144:
+		return struct {
+			*Breaker
+			semaphoreBackend
+			stockBackend
+		}{br, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}}
+	case 145:
+		return struct {
+			*Breaker
+			notifier
+			semaphoreBackend
+			stockBackend
+		}{br, notifier{br, notifierOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}}
+	case 146:
+		return struct {
+			*Breaker
+			batchExtender
+			semaphoreBackend
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}}
+	case 147:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			semaphoreBackend
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}}
+	case 148:
+		return struct {
+			*Breaker
+			fenceStore
+			semaphoreBackend
+			stockBackend
+		}{br, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}}
+	case 149:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			semaphoreBackend
+			stockBackend
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}}
+	case 150:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			semaphoreBackend
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}}
+	case 151:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			semaphoreBackend
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}}
+	case 152:
+		return struct {
+			*Breaker
+			rwBackend
+			semaphoreBackend
+			stockBackend
+		}{br, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}}
+	case 153:
+		return struct {
+			*Breaker
+			notifier
+			rwBackend
+			semaphoreBackend
+			stockBackend
+		}{br, notifier{br, notifierOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}}
+	case 154:
+		return struct {
+			*Breaker
+			batchExtender
+			rwBackend
+			semaphoreBackend
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}}
+	case 155:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			rwBackend
+			semaphoreBackend
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}}
+	case 156:
+		return struct {
+			*Breaker
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			stockBackend
+		}{br, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}}
+	case 157:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			stockBackend
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}}
+	case 158:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}}
+	case 159:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}}
+	case 160:
+		return struct {
+			*Breaker
+			resultStore
+			stockBackend
+		}{br, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 161:
+		return struct {
+			*Breaker
+			notifier
+			resultStore
+			stockBackend
+		}{br, notifier{br, notifierOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 162:
+		return struct {
+			*Breaker
+			batchExtender
+			resultStore
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 163:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			resultStore
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 164:
+		return struct {
+			*Breaker
+			fenceStore
+			resultStore
+			stockBackend
+		}{br, fenceStore{br, fenceStoreOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 165:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			resultStore
+			stockBackend
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 166:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			resultStore
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 167:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			resultStore
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 168:
+		return struct {
+			*Breaker
+			rwBackend
+			resultStore
+			stockBackend
+		}{br, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 169:
+		return struct {
+			*Breaker
+			notifier
+			rwBackend
+			resultStore
+			stockBackend
+		}{br, notifier{br, notifierOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 170:
+		return struct {
+			*Breaker
+			batchExtender
+			rwBackend
+			resultStore
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 171:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			rwBackend
+			resultStore
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 172:
+		return struct {
+			*Breaker
+			fenceStore
+			rwBackend
+			resultStore
+			stockBackend
+		}{br, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 173:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			rwBackend
+			resultStore
+			stockBackend
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 174:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			rwBackend
+			resultStore
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 175:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			rwBackend
+			resultStore
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 176:
+		return struct {
+			*Breaker
+			semaphoreBackend
+			resultStore
+			stockBackend
+		}{br, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 177:
+		return struct {
+			*Breaker
+			notifier
+			semaphoreBackend
+			resultStore
+			stockBackend
+		}{br, notifier{br, notifierOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 178:
+		return struct {
+			*Breaker
+			batchExtender
+			semaphoreBackend
+			resultStore
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 179:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			semaphoreBackend
+			resultStore
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 180:
+		return struct {
+			*Breaker
+			fenceStore
+			semaphoreBackend
+			resultStore
+			stockBackend
+		}{br, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 181:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			semaphoreBackend
+			resultStore
+			stockBackend
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 182:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			semaphoreBackend
+			resultStore
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 183:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			semaphoreBackend
+			resultStore
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 184:
+		return struct {
+			*Breaker
+			rwBackend
+			semaphoreBackend
+			resultStore
+			stockBackend
+		}{br, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 185:
+		return struct {
+			*Breaker
+			notifier
+			rwBackend
+			semaphoreBackend
+			resultStore
+			stockBackend
+		}{br, notifier{br, notifierOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 186:
+		return struct {
+			*Breaker
+			batchExtender
+			rwBackend
+			semaphoreBackend
+			resultStore
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 187:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			rwBackend
+			semaphoreBackend
+			resultStore
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 188:
+		return struct {
+			*Breaker
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			resultStore
+			stockBackend
+		}{br, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 189:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			resultStore
+			stockBackend
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 190:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			resultStore
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 191:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			resultStore
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}}
+	case 192:
+		return struct {
+			*Breaker
+			inspector
+			stockBackend
+		}{br, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 193:
+		return struct {
+			*Breaker
+			notifier
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 194:
+		return struct {
+			*Breaker
+			batchExtender
+			inspector
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 195:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 196:
+		return struct {
+			*Breaker
+			fenceStore
+			inspector
+			stockBackend
+		}{br, fenceStore{br, fenceStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 197:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 198:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			inspector
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 199:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 200:
+		return struct {
+			*Breaker
+			rwBackend
+			inspector
+			stockBackend
+		}{br, rwBackend{br, rwBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 201:
+		return struct {
+			*Breaker
+			notifier
+			rwBackend
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, rwBackend{br, rwBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 202:
+		return struct {
+			*Breaker
+			batchExtender
+			rwBackend
+			inspector
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 203:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			rwBackend
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 204:
+		return struct {
+			*Breaker
+			fenceStore
+			rwBackend
+			inspector
+			stockBackend
+		}{br, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 205:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			rwBackend
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 206:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			rwBackend
+			inspector
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 207:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			rwBackend
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 208:
+		return struct {
+			*Breaker
+			semaphoreBackend
+			inspector
+			stockBackend
+		}{br, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 209:
+		return struct {
+			*Breaker
+			notifier
+			semaphoreBackend
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 210:
+		return struct {
+			*Breaker
+			batchExtender
+			semaphoreBackend
+			inspector
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 211:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			semaphoreBackend
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 212:
+		return struct {
+			*Breaker
+			fenceStore
+			semaphoreBackend
+			inspector
+			stockBackend
+		}{br, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 213:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			semaphoreBackend
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 214:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			semaphoreBackend
+			inspector
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 215:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			semaphoreBackend
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 216:
+		return struct {
+			*Breaker
+			rwBackend
+			semaphoreBackend
+			inspector
+			stockBackend
+		}{br, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 217:
+		return struct {
+			*Breaker
+			notifier
+			rwBackend
+			semaphoreBackend
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 218:
+		return struct {
+			*Breaker
+			batchExtender
+			rwBackend
+			semaphoreBackend
+			inspector
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 219:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			rwBackend
+			semaphoreBackend
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 220:
+		return struct {
+			*Breaker
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			inspector
+			stockBackend
+		}{br, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 221:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 222:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			inspector
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 223:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 224:
+		return struct {
+			*Breaker
+			resultStore
+			inspector
+			stockBackend
+		}{br, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 225:
+		return struct {
+			*Breaker
+			notifier
+			resultStore
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 226:
+		return struct {
+			*Breaker
+			batchExtender
+			resultStore
+			inspector
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 227:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			resultStore
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 228:
+		return struct {
+			*Breaker
+			fenceStore
+			resultStore
+			inspector
+			stockBackend
+		}{br, fenceStore{br, fenceStoreOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 229:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			resultStore
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 230:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			resultStore
+			inspector
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 231:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			resultStore
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 232:
+		return struct {
+			*Breaker
+			rwBackend
+			resultStore
+			inspector
+			stockBackend
+		}{br, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 233:
+		return struct {
+			*Breaker
+			notifier
+			rwBackend
+			resultStore
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 234:
+		return struct {
+			*Breaker
+			batchExtender
+			rwBackend
+			resultStore
+			inspector
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 235:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			rwBackend
+			resultStore
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 236:
+		return struct {
+			*Breaker
+			fenceStore
+			rwBackend
+			resultStore
+			inspector
+			stockBackend
+		}{br, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 237:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			rwBackend
+			resultStore
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 238:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			rwBackend
+			resultStore
+			inspector
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 239:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			rwBackend
+			resultStore
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 240:
+		return struct {
+			*Breaker
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+		}{br, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 241:
+		return struct {
+			*Breaker
+			notifier
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 242:
+		return struct {
+			*Breaker
+			batchExtender
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 243:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 244:
+		return struct {
+			*Breaker
+			fenceStore
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+		}{br, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 245:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 246:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 247:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 248:
+		return struct {
+			*Breaker
+			rwBackend
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+		}{br, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 249:
+		return struct {
+			*Breaker
+			notifier
+			rwBackend
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 250:
+		return struct {
+			*Breaker
+			batchExtender
+			rwBackend
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 251:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			rwBackend
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 252:
+		return struct {
+			*Breaker
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+		}{br, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 253:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 254:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 255:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}}
+	case 256:
+		return struct {
+			*Breaker
+			orderStore
+		}{br, orderStore{br, orderStoreOf}}
+	case 257:
+		return struct {
+			*Breaker
+			notifier
+			orderStore
+		}{br, notifier{br, notifierOf}, orderStore{br, orderStoreOf}}
+	case 258:
+		return struct {
+			*Breaker
+			batchExtender
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, orderStore{br, orderStoreOf}}
+	case 259:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, orderStore{br, orderStoreOf}}
+	case 260:
+		return struct {
+			*Breaker
+			fenceStore
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, orderStore{br, orderStoreOf}}
+	case 261:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, orderStore{br, orderStoreOf}}
+	case 262:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, orderStore{br, orderStoreOf}}
+	case 263:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, orderStore{br, orderStoreOf}}
+	case 264:
+		return struct {
+			*Breaker
+			rwBackend
+			orderStore
+		}{br, rwBackend{br, rwBackendOf}, orderStore{br, orderStoreOf}}
+	case 265:
+		return struct {
+			*Breaker
+			notifier
+			rwBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, rwBackend{br, rwBackendOf}, orderStore{br, orderStoreOf}}
+	case 266:
+		return struct {
+			*Breaker
+			batchExtender
+			rwBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, orderStore{br, orderStoreOf}}
+	case 267:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			rwBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, orderStore{br, orderStoreOf}}
+	case 268:
+		return struct {
+			*Breaker
+			fenceStore
+			rwBackend
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, orderStore{br, orderStoreOf}}
+	case 269:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			rwBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, orderStore{br, orderStoreOf}}
+	case 270:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			rwBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, orderStore{br, orderStoreOf}}
+	case 271:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			rwBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, orderStore{br, orderStoreOf}}
+	case 272:
+		return struct {
+			*Breaker
+			semaphoreBackend
+			orderStore
+		}{br, semaphoreBackend{br, semaphoreBackendOf}, orderStore{br, orderStoreOf}}
+	case 273:
+		return struct {
+			*Breaker
+			notifier
+			semaphoreBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, semaphoreBackend{br, semaphoreBackendOf}, orderStore{br, orderStoreOf}}
+	case 274:
+		return struct {
+			*Breaker
+			batchExtender
+			semaphoreBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, semaphoreBackend{br, semaphoreBackendOf}, orderStore{br, orderStoreOf}}
+	case 275:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			semaphoreBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, semaphoreBackend{br, semaphoreBackendOf}, orderStore{br, orderStoreOf}}
+	case 276:
+		return struct {
+			*Breaker
+			fenceStore
+			semaphoreBackend
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, orderStore{br, orderStoreOf}}
+	case 277:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			semaphoreBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, orderStore{br, orderStoreOf}}
+	case 278:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			semaphoreBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, orderStore{br, orderStoreOf}}
+	case 279:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			semaphoreBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, orderStore{br, orderStoreOf}}
+	case 280:
+		return struct {
+			*Breaker
+			rwBackend
+			semaphoreBackend
+			orderStore
+		}{br, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, orderStore{br, orderStoreOf}}
+	case 281:
+		return struct {
+			*Breaker
+			notifier
+			rwBackend
+			semaphoreBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, orderStore{br, orderStoreOf}}
+	case 282:
+		return struct {
+			*Breaker
+			batchExtender
+			rwBackend
+			semaphoreBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, orderStore{br, orderStoreOf}}
+	case 283:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			rwBackend
+			semaphoreBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, orderStore{br, orderStoreOf}}
+	case 284:
+		return struct {
+			*Breaker
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, orderStore{br, orderStoreOf}}
+	case 285:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, orderStore{br, orderStoreOf}}
+	case 286:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, orderStore{br, orderStoreOf}}
+	case 287:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, orderStore{br, orderStoreOf}}
+	case 288:
+		return struct {
+			*Breaker
+			resultStore
+			orderStore
+		}{br, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 289:
+		return struct {
+			*Breaker
+			notifier
+			resultStore
+			orderStore
+		}{br, notifier{br, notifierOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 290:
+		return struct {
+			*Breaker
+			batchExtender
+			resultStore
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 291:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			resultStore
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 292:
+		return struct {
+			*Breaker
+			fenceStore
+			resultStore
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 293:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			resultStore
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 294:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			resultStore
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 295:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			resultStore
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 296:
+		return struct {
+			*Breaker
+			rwBackend
+			resultStore
+			orderStore
+		}{br, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 297:
+		return struct {
+			*Breaker
+			notifier
+			rwBackend
+			resultStore
+			orderStore
+		}{br, notifier{br, notifierOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 298:
+		return struct {
+			*Breaker
+			batchExtender
+			rwBackend
+			resultStore
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 299:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			rwBackend
+			resultStore
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 300:
+		return struct {
+			*Breaker
+			fenceStore
+			rwBackend
+			resultStore
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 301:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			rwBackend
+			resultStore
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 302:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			rwBackend
+			resultStore
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 303:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			rwBackend
+			resultStore
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 304:
+		return struct {
+			*Breaker
+			semaphoreBackend
+			resultStore
+			orderStore
+		}{br, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 305:
+		return struct {
+			*Breaker
+			notifier
+			semaphoreBackend
+			resultStore
+			orderStore
+		}{br, notifier{br, notifierOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 306:
+		return struct {
+			*Breaker
+			batchExtender
+			semaphoreBackend
+			resultStore
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 307:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			semaphoreBackend
+			resultStore
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 308:
+		return struct {
+			*Breaker
+			fenceStore
+			semaphoreBackend
+			resultStore
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 309:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			semaphoreBackend
+			resultStore
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 310:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			semaphoreBackend
+			resultStore
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 311:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			semaphoreBackend
+			resultStore
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 312:
+		return struct {
+			*Breaker
+			rwBackend
+			semaphoreBackend
+			resultStore
+			orderStore
+		}{br, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 313:
+		return struct {
+			*Breaker
+			notifier
+			rwBackend
+			semaphoreBackend
+			resultStore
+			orderStore
+		}{br, notifier{br, notifierOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 314:
+		return struct {
+			*Breaker
+			batchExtender
+			rwBackend
+			semaphoreBackend
+			resultStore
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 315:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			rwBackend
+			semaphoreBackend
+			resultStore
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 316:
+		return struct {
+			*Breaker
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			resultStore
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 317:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			resultStore
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 318:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			resultStore
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 319:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			resultStore
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, orderStore{br, orderStoreOf}}
+	case 320:
+		return struct {
+			*Breaker
+			inspector
+			orderStore
+		}{br, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 321:
+		return struct {
+			*Breaker
+			notifier
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 322:
+		return struct {
+			*Breaker
+			batchExtender
+			inspector
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 323:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 324:
+		return struct {
+			*Breaker
+			fenceStore
+			inspector
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 325:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 326:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			inspector
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 327:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 328:
+		return struct {
+			*Breaker
+			rwBackend
+			inspector
+			orderStore
+		}{br, rwBackend{br, rwBackendOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 329:
+		return struct {
+			*Breaker
+			notifier
+			rwBackend
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, rwBackend{br, rwBackendOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 330:
+		return struct {
+			*Breaker
+			batchExtender
+			rwBackend
+			inspector
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 331:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			rwBackend
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 332:
+		return struct {
+			*Breaker
+			fenceStore
+			rwBackend
+			inspector
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 333:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			rwBackend
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 334:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			rwBackend
+			inspector
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 335:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			rwBackend
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 336:
+		return struct {
+			*Breaker
+			semaphoreBackend
+			inspector
+			orderStore
+		}{br, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 337:
+		return struct {
+			*Breaker
+			notifier
+			semaphoreBackend
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 338:
+		return struct {
+			*Breaker
+			batchExtender
+			semaphoreBackend
+			inspector
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 339:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			semaphoreBackend
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 340:
+		return struct {
+			*Breaker
+			fenceStore
+			semaphoreBackend
+			inspector
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 341:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			semaphoreBackend
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 342:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			semaphoreBackend
+			inspector
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 343:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			semaphoreBackend
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 344:
+		return struct {
+			*Breaker
+			rwBackend
+			semaphoreBackend
+			inspector
+			orderStore
+		}{br, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 345:
+		return struct {
+			*Breaker
+			notifier
+			rwBackend
+			semaphoreBackend
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 346:
+		return struct {
+			*Breaker
+			batchExtender
+			rwBackend
+			semaphoreBackend
+			inspector
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 347:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			rwBackend
+			semaphoreBackend
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 348:
+		return struct {
+			*Breaker
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			inspector
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 349:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 350:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			inspector
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 351:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 352:
+		return struct {
+			*Breaker
+			resultStore
+			inspector
+			orderStore
+		}{br, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 353:
+		return struct {
+			*Breaker
+			notifier
+			resultStore
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 354:
+		return struct {
+			*Breaker
+			batchExtender
+			resultStore
+			inspector
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 355:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			resultStore
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 356:
+		return struct {
+			*Breaker
+			fenceStore
+			resultStore
+			inspector
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 357:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			resultStore
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 358:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			resultStore
+			inspector
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 359:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			resultStore
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 360:
+		return struct {
+			*Breaker
+			rwBackend
+			resultStore
+			inspector
+			orderStore
+		}{br, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 361:
+		return struct {
+			*Breaker
+			notifier
+			rwBackend
+			resultStore
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 362:
+		return struct {
+			*Breaker
+			batchExtender
+			rwBackend
+			resultStore
+			inspector
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 363:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			rwBackend
+			resultStore
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 364:
+		return struct {
+			*Breaker
+			fenceStore
+			rwBackend
+			resultStore
+			inspector
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 365:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			rwBackend
+			resultStore
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 366:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			rwBackend
+			resultStore
+			inspector
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 367:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			rwBackend
+			resultStore
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 368:
+		return struct {
+			*Breaker
+			semaphoreBackend
+			resultStore
+			inspector
+			orderStore
+		}{br, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 369:
+		return struct {
+			*Breaker
+			notifier
+			semaphoreBackend
+			resultStore
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 370:
+		return struct {
+			*Breaker
+			batchExtender
+			semaphoreBackend
+			resultStore
+			inspector
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 371:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			semaphoreBackend
+			resultStore
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 372:
+		return struct {
+			*Breaker
+			fenceStore
+			semaphoreBackend
+			resultStore
+			inspector
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 373:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			semaphoreBackend
+			resultStore
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 374:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			semaphoreBackend
+			resultStore
+			inspector
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 375:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			semaphoreBackend
+			resultStore
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 376:
+		return struct {
+			*Breaker
+			rwBackend
+			semaphoreBackend
+			resultStore
+			inspector
+			orderStore
+		}{br, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 377:
+		return struct {
+			*Breaker
+			notifier
+			rwBackend
+			semaphoreBackend
+			resultStore
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 378:
+		return struct {
+			*Breaker
+			batchExtender
+			rwBackend
+			semaphoreBackend
+			resultStore
+			inspector
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 379:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			rwBackend
+			semaphoreBackend
+			resultStore
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 380:
+		return struct {
+			*Breaker
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			resultStore
+			inspector
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 381:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			resultStore
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 382:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			resultStore
+			inspector
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 383:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			resultStore
+			inspector
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, orderStore{br, orderStoreOf}}
+	case 384:
+		return struct {
+			*Breaker
+			stockBackend
+			orderStore
+		}{br, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 385:
+		return struct {
+			*Breaker
+			notifier
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 386:
+		return struct {
+			*Breaker
+			batchExtender
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 387:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 388:
+		return struct {
+			*Breaker
+			fenceStore
+			stockBackend
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 389:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 390:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 391:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 392:
+		return struct {
+			*Breaker
+			rwBackend
+			stockBackend
+			orderStore
+		}{br, rwBackend{br, rwBackendOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 393:
+		return struct {
+			*Breaker
+			notifier
+			rwBackend
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, rwBackend{br, rwBackendOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 394:
+		return struct {
+			*Breaker
+			batchExtender
+			rwBackend
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 395:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			rwBackend
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 396:
+		return struct {
+			*Breaker
+			fenceStore
+			rwBackend
+			stockBackend
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 397:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			rwBackend
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 398:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			rwBackend
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 399:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			rwBackend
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 400:
+		return struct {
+			*Breaker
+			semaphoreBackend
+			stockBackend
+			orderStore
+		}{br, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 401:
+		return struct {
+			*Breaker
+			notifier
+			semaphoreBackend
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 402:
+		return struct {
+			*Breaker
+			batchExtender
+			semaphoreBackend
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 403:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			semaphoreBackend
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 404:
+		return struct {
+			*Breaker
+			fenceStore
+			semaphoreBackend
+			stockBackend
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 405:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			semaphoreBackend
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 406:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			semaphoreBackend
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 407:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			semaphoreBackend
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 408:
+		return struct {
+			*Breaker
+			rwBackend
+			semaphoreBackend
+			stockBackend
+			orderStore
+		}{br, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 409:
+		return struct {
+			*Breaker
+			notifier
+			rwBackend
+			semaphoreBackend
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 410:
+		return struct {
+			*Breaker
+			batchExtender
+			rwBackend
+			semaphoreBackend
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 411:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			rwBackend
+			semaphoreBackend
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 412:
+		return struct {
+			*Breaker
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			stockBackend
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 413:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 414:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 415:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 416:
+		return struct {
+			*Breaker
+			resultStore
+			stockBackend
+			orderStore
+		}{br, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 417:
+		return struct {
+			*Breaker
+			notifier
+			resultStore
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 418:
+		return struct {
+			*Breaker
+			batchExtender
+			resultStore
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 419:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			resultStore
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 420:
+		return struct {
+			*Breaker
+			fenceStore
+			resultStore
+			stockBackend
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 421:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			resultStore
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 422:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			resultStore
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 423:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			resultStore
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 424:
+		return struct {
+			*Breaker
+			rwBackend
+			resultStore
+			stockBackend
+			orderStore
+		}{br, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 425:
+		return struct {
+			*Breaker
+			notifier
+			rwBackend
+			resultStore
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 426:
+		return struct {
+			*Breaker
+			batchExtender
+			rwBackend
+			resultStore
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 427:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			rwBackend
+			resultStore
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 428:
+		return struct {
+			*Breaker
+			fenceStore
+			rwBackend
+			resultStore
+			stockBackend
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 429:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			rwBackend
+			resultStore
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 430:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			rwBackend
+			resultStore
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 431:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			rwBackend
+			resultStore
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 432:
+		return struct {
+			*Breaker
+			semaphoreBackend
+			resultStore
+			stockBackend
+			orderStore
+		}{br, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 433:
+		return struct {
+			*Breaker
+			notifier
+			semaphoreBackend
+			resultStore
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 434:
+		return struct {
+			*Breaker
+			batchExtender
+			semaphoreBackend
+			resultStore
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 435:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			semaphoreBackend
+			resultStore
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 436:
+		return struct {
+			*Breaker
+			fenceStore
+			semaphoreBackend
+			resultStore
+			stockBackend
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 437:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			semaphoreBackend
+			resultStore
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 438:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			semaphoreBackend
+			resultStore
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 439:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			semaphoreBackend
+			resultStore
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 440:
+		return struct {
+			*Breaker
+			rwBackend
+			semaphoreBackend
+			resultStore
+			stockBackend
+			orderStore
+		}{br, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 441:
+		return struct {
+			*Breaker
+			notifier
+			rwBackend
+			semaphoreBackend
+			resultStore
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 442:
+		return struct {
+			*Breaker
+			batchExtender
+			rwBackend
+			semaphoreBackend
+			resultStore
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 443:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			rwBackend
+			semaphoreBackend
+			resultStore
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 444:
+		return struct {
+			*Breaker
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			resultStore
+			stockBackend
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 445:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			resultStore
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 446:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			resultStore
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 447:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			resultStore
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 448:
+		return struct {
+			*Breaker
+			inspector
+			stockBackend
+			orderStore
+		}{br, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 449:
+		return struct {
+			*Breaker
+			notifier
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 450:
+		return struct {
+			*Breaker
+			batchExtender
+			inspector
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 451:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 452:
+		return struct {
+			*Breaker
+			fenceStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 453:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 454:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 455:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 456:
+		return struct {
+			*Breaker
+			rwBackend
+			inspector
+			stockBackend
+			orderStore
+		}{br, rwBackend{br, rwBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 457:
+		return struct {
+			*Breaker
+			notifier
+			rwBackend
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, rwBackend{br, rwBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 458:
+		return struct {
+			*Breaker
+			batchExtender
+			rwBackend
+			inspector
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 459:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			rwBackend
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 460:
+		return struct {
+			*Breaker
+			fenceStore
+			rwBackend
+			inspector
+			stockBackend
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 461:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			rwBackend
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 462:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			rwBackend
+			inspector
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 463:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			rwBackend
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 464:
+		return struct {
+			*Breaker
+			semaphoreBackend
+			inspector
+			stockBackend
+			orderStore
+		}{br, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 465:
+		return struct {
+			*Breaker
+			notifier
+			semaphoreBackend
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 466:
+		return struct {
+			*Breaker
+			batchExtender
+			semaphoreBackend
+			inspector
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 467:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			semaphoreBackend
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 468:
+		return struct {
+			*Breaker
+			fenceStore
+			semaphoreBackend
+			inspector
+			stockBackend
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 469:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			semaphoreBackend
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 470:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			semaphoreBackend
+			inspector
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 471:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			semaphoreBackend
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 472:
+		return struct {
+			*Breaker
+			rwBackend
+			semaphoreBackend
+			inspector
+			stockBackend
+			orderStore
+		}{br, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 473:
+		return struct {
+			*Breaker
+			notifier
+			rwBackend
+			semaphoreBackend
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 474:
+		return struct {
+			*Breaker
+			batchExtender
+			rwBackend
+			semaphoreBackend
+			inspector
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 475:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			rwBackend
+			semaphoreBackend
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 476:
+		return struct {
+			*Breaker
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			inspector
+			stockBackend
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 477:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 478:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			inspector
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 479:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 480:
+		return struct {
+			*Breaker
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 481:
+		return struct {
+			*Breaker
+			notifier
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 482:
+		return struct {
+			*Breaker
+			batchExtender
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 483:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 484:
+		return struct {
+			*Breaker
+			fenceStore
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 485:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 486:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 487:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 488:
+		return struct {
+			*Breaker
+			rwBackend
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 489:
+		return struct {
+			*Breaker
+			notifier
+			rwBackend
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 490:
+		return struct {
+			*Breaker
+			batchExtender
+			rwBackend
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 491:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			rwBackend
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 492:
+		return struct {
+			*Breaker
+			fenceStore
+			rwBackend
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 493:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			rwBackend
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 494:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			rwBackend
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 495:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			rwBackend
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 496:
+		return struct {
+			*Breaker
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 497:
+		return struct {
+			*Breaker
+			notifier
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 498:
+		return struct {
+			*Breaker
+			batchExtender
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 499:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 500:
+		return struct {
+			*Breaker
+			fenceStore
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 501:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 502:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 503:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 504:
+		return struct {
+			*Breaker
+			rwBackend
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 505:
+		return struct {
+			*Breaker
+			notifier
+			rwBackend
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 506:
+		return struct {
+			*Breaker
+			batchExtender
+			rwBackend
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 507:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			rwBackend
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 508:
+		return struct {
+			*Breaker
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 509:
+		return struct {
+			*Breaker
+			notifier
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 510:
+		return struct {
+			*Breaker
+			batchExtender
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
+	case 511:
+		return struct {
+			*Breaker
+			notifier
+			batchExtender
+			fenceStore
+			rwBackend
+			semaphoreBackend
+			resultStore
+			inspector
+			stockBackend
+			orderStore
+		}{br, notifier{br, notifierOf}, batchExtender{br, batchExtenderOf}, fenceStore{br, fenceStoreOf}, rwBackend{br, rwBackendOf}, semaphoreBackend{br, semaphoreBackendOf}, resultStore{br, resultStoreOf}, inspector{br, inspectorOf}, stockBackend{br, stockBackendOf}, orderStore{br, orderStoreOf}}
 	}
 	return br
 }

@@ -25,6 +25,8 @@ var caps = [][3]string{
 	{"semaphoreBackend", "SemaphoreBackend", "s"},
 	{"resultStore", "ResultStore", "r"},
 	{"inspector", "Inspector", "i"},
+	{"stockBackend", "StockBackend", "s"},
+	{"orderStore", "OrderStore", "o"},
 }
 
 func main() {
