@@ -5,6 +5,7 @@
 //	lockx [flags] inspect KEY          show one lock
 //	lockx [flags] watch [PREFIX]       refresh the list every --interval; --long flags old holders
 //	lockx [flags] force-unlock KEY     evict KEY's holder (asks to confirm unless --yes)
+//	lockx [flags] cron JOB --every D   last runs of a cronguard job (records in the backend's result store)
 //
 // Connect with --redis URL (redis://[:password@]host:port/db, or the
 // LOCKX_REDIS_URL environment variable) or --postgres URL (LOCKX_POSTGRES_URL).
@@ -27,7 +28,7 @@
 //	2  bad usage
 //	3  no such lock: KEY is not held
 //	4  force-unlock not confirmed
-//	5  the backend cannot do this (no Inspector)
+//	5  the backend cannot do this (no Inspector, or no result store for cron)
 package main
 
 import (

@@ -23,6 +23,7 @@ import (
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/lockx/redislock"
+	"github.com/lockx-go/lockx/patterns/cronguard"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -177,6 +178,44 @@ func TestRedis(t *testing.T) {
 	}
 	if r := cli("", "--yes", "force-unlock", "jobs/nightly-report"); r.code != exitNotHeld {
 		t.Fatalf("force-unlock of a free key: exit %d", r.code)
+	}
+
+	// cron: runs recorded by a cronguard BackendStore in the backend.
+	store, err := cronguard.NewBackendStore(b, 24*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	locks := lockx.New(b)
+	t.Cleanup(func() { _ = locks.Close() })
+	cl, err := cronguard.NewClaimer(locks, "nightly", cronguard.Every(time.Hour), cronguard.WithStore(store))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, errText := range []string{"", "upstream timeout"} {
+		trig, _ := cl.Trigger(time.Now().Add(-time.Duration(i+1) * time.Hour))
+		run := cronguard.Run{Job: "nightly", Trigger: trig, Instance: fmt.Sprintf("host-%c", 'a'+i), Token: lockx.Token(7 + i),
+			Started: trig.Add(time.Second), Duration: 1500 * time.Millisecond, Error: errText}
+		if err := store.Record(context.Background(), run); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"redis_cron", []string{"cron", "nightly", "--every", "1h"}, exitOK},
+		{"redis_cron_json", []string{"--json", "cron", "nightly", "--every", "1h", "--runs", "1"}, exitOK},
+		{"redis_cron_none", []string{"cron", "weekly", "--every", "1h"}, exitNotHeld},
+	} {
+		r := cli("", tc.args...)
+		if r.code != tc.code {
+			t.Errorf("%s: exit %d, want %d; stderr: %s", tc.name, r.code, tc.code, r.errOut)
+		}
+		golden(t, tc.name, normalize(r.out+r.errOut, tokens))
+	}
+	if r := cli("", "cron", "nightly"); r.code != exitUsage {
+		t.Errorf("cron without --every: exit %d", r.code)
 	}
 }
 

@@ -41,6 +41,8 @@ type options struct {
 	interval, long        time.Duration
 	count                 int
 	timeout               time.Duration
+	every, retention      time.Duration
+	runs                  int
 }
 
 type cli struct {
@@ -59,6 +61,7 @@ commands:
   inspect KEY         show one lock
   watch [PREFIX]      live view, refreshed every --interval
   force-unlock KEY    evict KEY's holder, fence it off, wake waiters
+  cron JOB            last runs of a cronguard job (needs --every)
 
 flags:
 `)
@@ -85,6 +88,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 	fs.DurationVar(&o.long, "long", 0, "watch: flag holders older than this (0: off)")
 	fs.IntVar(&o.count, "count", 0, "watch: stop after this many refreshes (0: until interrupted)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "timeout of each backend call")
+	fs.DurationVar(&o.every, "every", 0, "cron: the job's interval (cronguard.Every)")
+	fs.DurationVar(&o.retention, "retention", 7*24*time.Hour, "cron: how far back to look")
+	fs.IntVar(&o.runs, "runs", 10, "cron: how many runs to show")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			usage(stdout, fs)
@@ -109,7 +115,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 		return exitUsage
 	}
 	cmd, rest := rest[0], rest[1:]
-	need := map[string][2]int{"ls": {0, 1}, "inspect": {1, 1}, "watch": {0, 1}, "force-unlock": {1, 1}}
+	need := map[string][2]int{"ls": {0, 1}, "inspect": {1, 1}, "watch": {0, 1}, "force-unlock": {1, 1}, "cron": {1, 1}}
 	n, ok := need[cmd]
 	if !ok || len(rest) < n[0] || len(rest) > n[1] {
 		fmt.Fprintf(stderr, "lockx: bad command %q\n", strings.Join(append([]string{cmd}, rest...), " "))
@@ -139,6 +145,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 		return c.inspect(ctx, b, arg)
 	case "watch":
 		return c.watch(ctx, b, arg)
+	case "cron":
+		return c.cron(ctx, b, arg)
 	default:
 		return c.forceUnlock(ctx, b, arg)
 	}
