@@ -134,6 +134,7 @@ func (b *Backend) attempt(ctx context.Context, s *session, hash int64, req lockx
 	default:
 		o.stmt = stAcquire
 		o.args = [][]byte{i8(hash), []byte(req.Key), []byte(req.Owner), i8(ms(req.Lease))}
+		o.group = &groupArgs{kind: groupAcquire, hash: hash, key: []byte(req.Key), owner: []byte(req.Owner), leaseMS: ms(req.Lease)}
 	}
 	o.fin = func(r result) { b.granted(s, sl, p, hash, req, shared, now, r) }
 	if !s.enqueue(o) {
@@ -185,6 +186,12 @@ func (b *Backend) granted(s *session, sl *slot, p *pending, hash int64, req lock
 	switch {
 	case r.err != nil:
 		p.err = unavailable("acquire", usageError(r.err, b.names))
+		if !s.isDead() && !shared {
+			// The statement may have failed after taking the lock; nobody
+			// else in this process holds the hash on this session, so a
+			// plain unlock is safe either way.
+			s.enqueue(&op{stmt: stUnlock, args: [][]byte{i8(hash)}, fin: func(result) {}})
+		}
 		b.wakeLocked(hash, "") // local waiters refused because of us retry
 	case r.isNull(0):
 		p.res = lockx.Result{TTL: time.Duration(r.val(1)) * time.Millisecond}

@@ -87,6 +87,9 @@ func (b *Backend) releaseOp(s *session, hash int64, owner lockx.Owner, shared bo
 				ch <- r
 			}
 		}}
+	if !shared {
+		o.group = &groupArgs{kind: groupRelease, hash: hash, owner: []byte(owner)}
+	}
 	return s.enqueue(o)
 }
 

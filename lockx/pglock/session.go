@@ -3,8 +3,10 @@ package pglock
 import (
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -48,6 +50,26 @@ type op struct {
 	stmt string
 	args [][]byte
 	fin  func(r result)
+	// group, if set, lets exec merge this op with others of its kind in
+	// the same batch into one multi-row statement (stAcquireMany,
+	// stReleaseMany). Reordering ops within a session is safe: advisory
+	// locks are reentrant per session and row updates are owner-checked.
+	group *groupArgs
+}
+
+type groupKind uint8
+
+const (
+	groupAcquire groupKind = iota + 1
+	groupRelease
+)
+
+type groupArgs struct {
+	kind    groupKind
+	hash    int64
+	key     []byte
+	owner   []byte
+	leaseMS int64
 }
 
 // result is the outcome of one op: the first row's int8 columns (null where
@@ -175,7 +197,7 @@ func (s *session) run() {
 		}
 		for {
 			if s.isKilled() {
-				s.die(errKilled, nil, nil)
+				s.die(errKilled, nil)
 				return
 			}
 			batch := s.take()
@@ -184,7 +206,7 @@ func (s *session) run() {
 			}
 			results, fatal := s.exec(batch, timeout)
 			if fatal != nil {
-				s.die(fatal, batch, results)
+				s.die(fatal, batch)
 				return
 			}
 			for i, o := range batch {
@@ -195,59 +217,178 @@ func (s *session) run() {
 	}
 }
 
+// wire is one statement sent for one or more ops.
+type wire struct {
+	stmt    string
+	args    [][]byte
+	formats []int16
+	ops     []int // indexes into the batch
+}
+
+// plan turns a batch into the statements to send: ops of one group kind
+// become a single multi-row statement when there are several of them.
+func (s *session) plan(batch []*op) []wire {
+	var acq, rel []int
+	for i, o := range batch {
+		if o.group == nil {
+			continue
+		}
+		switch o.group.kind {
+		case groupAcquire:
+			acq = append(acq, i)
+		case groupRelease:
+			rel = append(rel, i)
+		}
+	}
+	ws := make([]wire, 0, len(batch))
+	grouped := make([]bool, len(batch))
+	if len(rel) > 1 {
+		ws = append(ws, s.releaseMany(batch, rel))
+		for _, i := range rel {
+			grouped[i] = true
+		}
+	}
+	if len(acq) > 1 {
+		ws = append(ws, acquireMany(batch, acq))
+		for _, i := range acq {
+			grouped[i] = true
+		}
+	}
+	for i, o := range batch {
+		if !grouped[i] {
+			ws = append(ws, wire{stmt: o.stmt, args: o.args, formats: binaryFormats[:len(o.args)], ops: []int{i}})
+		}
+	}
+	return ws
+}
+
+func acquireMany(batch []*op, idx []int) wire {
+	var hashes, keys, owners, leases arrayText
+	for _, i := range idx {
+		g := batch[i].group
+		hashes.int(g.hash)
+		keys.bytea(g.key)
+		owners.bytea(g.owner)
+		leases.int(g.leaseMS)
+	}
+	return wire{stmt: stAcquireMany, args: [][]byte{hashes.done(), keys.done(), owners.done(), leases.done()},
+		formats: []int16{0, 0, 0, 0}, ops: idx}
+}
+
+func (s *session) releaseMany(batch []*op, idx []int) wire {
+	var hashes, owners, w1s, w2s arrayText
+	for _, i := range idx {
+		g := batch[i].group
+		w1, w2 := waitFlag(g.hash)
+		hashes.int(g.hash)
+		owners.bytea(g.owner)
+		w1s.int(int64(w1))
+		w2s.int(int64(w2))
+	}
+	return wire{stmt: stReleaseMany, args: [][]byte{hashes.done(), owners.done(), w1s.done(), w2s.done(), []byte(s.b.names.channel)},
+		formats: []int16{0, 0, 0, 0, 1}, ops: idx}
+}
+
+// arrayText builds a PostgreSQL array literal (text format).
+type arrayText struct{ b []byte }
+
+func (a *arrayText) sep() {
+	if len(a.b) == 0 {
+		a.b = append(a.b, '{')
+	} else {
+		a.b = append(a.b, ',')
+	}
+}
+
+func (a *arrayText) int(v int64) {
+	a.sep()
+	a.b = strconv.AppendInt(a.b, v, 10)
+}
+
+func (a *arrayText) bytea(v []byte) {
+	a.sep()
+	a.b = append(a.b, `"\\x`...)
+	a.b = hex.AppendEncode(a.b, v)
+	a.b = append(a.b, '"')
+}
+
+func (a *arrayText) done() []byte {
+	if len(a.b) == 0 {
+		return []byte("{}")
+	}
+	return append(a.b, '}')
+}
+
 // exec sends batch as one pipeline and reads every result. fatal is set when
-// the connection broke; results then holds what was read before.
+// the connection broke; results then holds what was read before (the zero
+// result for ops whose statement was not read).
 func (s *session) exec(batch []*op, timeout time.Duration) (results []result, fatal error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	results = make([]result, len(batch))
+	ws := s.plan(batch)
 	p := s.pg.StartPipeline(ctx)
-	for _, o := range batch {
-		p.SendQueryPrepared(o.stmt, o.args, binaryFormats[:len(o.args)], binaryResults)
+	for _, w := range ws {
+		p.SendQueryPrepared(w.stmt, w.args, w.formats, binaryResults)
 		p.SendPipelineSync()
 	}
 	if err := p.Flush(); err != nil {
 		_ = p.Close()
-		return results[:0], err
+		return nil, err
 	}
-	for i := range batch {
-		results[i] = readResult(p)
+	for _, w := range ws {
+		rows := readResult(p)
+		for j, i := range w.ops {
+			r := result{rows: rows.rows, err: rows.err}
+			if j < len(rows.all) {
+				r.vals, r.null = rows.all[j].vals, rows.all[j].null
+			} else if rows.err == nil && len(w.ops) > 1 {
+				r.err = errors.New("pglock: missing result row")
+			}
+			results[i] = r
+		}
 		if err := readSync(p); err != nil || s.pg.IsClosed() {
 			_ = p.Close()
 			if err == nil {
-				err = results[i].err
+				err = rows.err
 			}
 			if err == nil {
 				err = errors.New("connection closed")
 			}
-			return results[:i], err
+			return nil, err
 		}
 	}
 	if err := p.Close(); err != nil && s.pg.IsClosed() {
-		return results, err
+		return nil, err
 	}
 	return results, nil
 }
 
-func readResult(p *pgconn.Pipeline) result {
+// rowSet is a statement's result: every row's int8 columns.
+type rowSet struct {
+	all  []row
+	rows int64
+	err  error
+}
+
+type row struct {
+	vals []int64
+	null []bool
+}
+
+func readResult(p *pgconn.Pipeline) rowSet {
 	res, err := p.GetResults()
 	if err != nil {
-		return result{err: err}
+		return rowSet{err: err}
 	}
 	rr, ok := res.(*pgconn.ResultReader)
 	if !ok {
-		return result{err: fmt.Errorf("pglock: unexpected pipeline result %T", res)}
+		return rowSet{err: fmt.Errorf("pglock: unexpected pipeline result %T", res)}
 	}
-	var r result
-	first := true
+	var rs rowSet
 	for rr.NextRow() {
-		if !first {
-			continue
-		}
-		first = false
 		vals := rr.Values()
-		r.vals = make([]int64, len(vals))
-		r.null = make([]bool, len(vals))
+		r := row{vals: make([]int64, len(vals)), null: make([]bool, len(vals))}
 		for j, v := range vals {
 			switch len(v) {
 			case 8:
@@ -258,11 +399,12 @@ func readResult(p *pgconn.Pipeline) result {
 				r.null[j] = v == nil
 			}
 		}
+		rs.all = append(rs.all, r)
 	}
 	tag, err := rr.Close()
-	r.rows = tag.RowsAffected()
-	r.err = err
-	return r
+	rs.rows = tag.RowsAffected()
+	rs.err = err
+	return rs
 }
 
 // readSync consumes the Sync that follows every statement. An error reported
@@ -286,7 +428,7 @@ func readSync(p *pgconn.Pipeline) error {
 
 // die ends a session whose connection broke: every lock on it is gone on the
 // server, so the Backend reports them lost before failing the queued ops.
-func (s *session) die(cause error, batch []*op, done []result) {
+func (s *session) die(cause error, batch []*op) {
 	s.mu.Lock()
 	s.dead = true
 	queued := s.queue
@@ -295,11 +437,7 @@ func (s *session) die(cause error, batch []*op, done []result) {
 	s.closeConn()
 	s.b.sessionLost(s, cause)
 	err := fmt.Errorf("%w: %w", errSessionLost, cause)
-	for i, o := range batch {
-		if i < len(done) && done[i].err == nil {
-			o.fin(done[i]) // fins check s.isDead before trusting a grant
-			continue
-		}
+	for _, o := range batch {
 		o.fin(result{err: err})
 	}
 	for _, o := range queued {

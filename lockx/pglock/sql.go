@@ -24,6 +24,8 @@ const (
 	stSweep        = "lockx_sweep"
 	stUnlock       = "lockx_unlock"
 	stLost         = "lockx_lost"
+	stAcquireMany  = "lockx_acquire_many"
+	stReleaseMany  = "lockx_release_many"
 )
 
 // names are the quoted identifiers of one schema's objects.
@@ -192,6 +194,38 @@ SELECT (SELECT count(*) FROM dq)::int8, (SELECT count(*) FROM dh WHERE live)::in
 		// the last minute or so.
 		stSweep: `WITH a AS (DELETE FROM {held} WHERE expires < clock_timestamp() - interval '1 minute')
 DELETE FROM {queue} WHERE expires < clock_timestamp() - interval '1 minute'`,
+
+		// The plain acquisitions of one pipeline batch as one statement: one
+		// executor start, transaction and commit for all of them. Arrays of
+		// hash, key, owner, lease in ms; one row per element, in order.
+		// Elements never share a hash (one attempt per hash is in flight per
+		// process), so the upsert touches each row once.
+		stAcquireMany: `WITH r AS (SELECT * FROM unnest($1::int8[], $2::bytea[], $3::bytea[], $4::int8[]) WITH ORDINALITY AS r(hash, key, owner, lease_ms, i)),
+g AS MATERIALIZED (
+	SELECT r.*, CASE WHEN EXISTS (SELECT 1 FROM {queue} q WHERE q.hash = r.hash AND q.expires > clock_timestamp()) THEN NULL
+		WHEN pg_try_advisory_lock(r.hash) THEN {fence} END AS token
+	FROM r ORDER BY r.i
+), w AS (
+	INSERT INTO {held} AS h (hash, key, owner, token, expires, pid)
+	SELECT g.hash, g.key, g.owner, g.token, clock_timestamp() + g.lease_ms * interval '1 millisecond', pg_backend_pid()
+	FROM g WHERE g.token IS NOT NULL
+	ON CONFLICT (hash) DO UPDATE SET key = excluded.key, owner = excluded.owner, token = excluded.token,
+		expires = excluded.expires, pid = excluded.pid, acquired = clock_timestamp()
+)
+SELECT g.token, CASE WHEN g.token IS NULL THEN (SELECT greatest(ceil(extract(epoch FROM h.expires - clock_timestamp()) * 1000), 0)::int8
+	FROM {held} h WHERE h.hash = g.hash) END FROM g ORDER BY g.i`,
+
+		// The plain releases of one pipeline batch as one statement. Arrays
+		// of hash, owner and the wait flag's two halves; $5 channel. One row
+		// per element, in order: -1 not held, 0 released, 1 released and
+		// waiters notified.
+		stReleaseMany: `WITH r AS (SELECT * FROM unnest($1::int8[], $2::bytea[], $3::int4[], $4::int4[]) WITH ORDINALITY AS r(hash, owner, w1, w2, i)),
+d AS (UPDATE {held} h SET expires = 'epoch' FROM r WHERE h.hash = r.hash AND h.owner = r.owner AND h.pid = pg_backend_pid())
+SELECT CASE WHEN NOT pg_advisory_unlock(r.hash) THEN -1
+	WHEN pg_try_advisory_xact_lock(r.w1, r.w2) THEN 0
+	ELSE 1 + length(pg_notify($5::text, r.hash::text || coalesce(' ' || (SELECT encode(q.owner, 'hex') FROM {queue} q
+		WHERE q.hash = r.hash AND q.owner <> r.owner AND q.expires > clock_timestamp() ORDER BY q.seq LIMIT 1), ''))::text) END::int8
+FROM r ORDER BY r.i`,
 
 		// After a holder session died: its locks are free, so mark their rows
 		// released and wake waiting processes. Parameters as for release.
