@@ -1,0 +1,202 @@
+package mysqllock
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+	"sync"
+	"time"
+)
+
+// hub fans releases out to the watchers of every Backend of this process
+// that uses the same tables, so an in-process waiter wakes at once.
+type hub struct {
+	mu       sync.Mutex
+	watchers map[string]map[*watcher]struct{} // by lock name
+}
+
+type watcher struct{ ch chan struct{} }
+
+var (
+	hubsMu sync.Mutex
+	hubs   = map[string]*hub{}
+)
+
+func hubFor(id string) *hub {
+	hubsMu.Lock()
+	defer hubsMu.Unlock()
+	h := hubs[id]
+	if h == nil {
+		h = &hub{watchers: map[string]map[*watcher]struct{}{}}
+		hubs[id] = h
+	}
+	return h
+}
+
+func (h *hub) add(name string) (*watcher, func()) {
+	w := &watcher{ch: make(chan struct{}, 1)}
+	h.mu.Lock()
+	m := h.watchers[name]
+	if m == nil {
+		m = map[*watcher]struct{}{}
+		h.watchers[name] = m
+	}
+	m[w] = struct{}{}
+	h.mu.Unlock()
+	return w, func() {
+		h.mu.Lock()
+		delete(m, w)
+		if len(m) == 0 && h.watchers[name] != nil && len(h.watchers[name]) == 0 {
+			delete(h.watchers, name)
+		}
+		h.mu.Unlock()
+	}
+}
+
+func (h *hub) wake(name string) {
+	h.mu.Lock()
+	for w := range h.watchers[name] {
+		select {
+		case w.ch <- struct{}{}:
+		default:
+		}
+	}
+	h.mu.Unlock()
+}
+
+// poller checks, while a Backend has waiters, whether their keys were freed
+// by another process, and wakes them: one query per interval for all
+// watched names, however many wait.
+type poller struct {
+	hub      *hub
+	interval time.Duration
+	check    func(ctx context.Context, names []string) (free []bool, err error)
+
+	mu      sync.Mutex
+	watched map[string]*pollState
+	running bool
+	stop    chan struct{}
+	done    sync.WaitGroup
+	closed  bool
+}
+
+type pollState struct {
+	refs int
+	seen bool // observed held since watched
+}
+
+func newPoller(h *hub, interval time.Duration, check func(context.Context, []string) ([]bool, error)) *poller {
+	return &poller{hub: h, interval: interval, check: check, watched: map[string]*pollState{}, stop: make(chan struct{})}
+}
+
+func (p *poller) watch(name string) func() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return func() {}
+	}
+	s := p.watched[name]
+	if s == nil {
+		s = &pollState{}
+		p.watched[name] = s
+	}
+	s.refs++
+	if !p.running {
+		p.running = true
+		p.done.Add(1)
+		go p.loop()
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			p.mu.Lock()
+			s.refs--
+			if s.refs == 0 && p.watched[name] == s {
+				delete(p.watched, name)
+			}
+			p.mu.Unlock()
+		})
+	}
+}
+
+func (p *poller) loop() {
+	defer p.done.Done()
+	t := time.NewTicker(p.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		if len(p.watched) == 0 {
+			p.running = false
+			p.mu.Unlock()
+			return
+		}
+		names := make([]string, 0, len(p.watched))
+		for n := range p.watched {
+			names = append(names, n)
+		}
+		p.mu.Unlock()
+		for len(names) > 0 {
+			batch := names[:min(len(names), 200)]
+			names = names[len(batch):]
+			ctx, cancel := context.WithTimeout(context.Background(), 2*p.interval+time.Second)
+			free, err := p.check(ctx, batch)
+			cancel()
+			if err != nil {
+				continue
+			}
+			for i, n := range batch {
+				p.mu.Lock()
+				s := p.watched[n]
+				wake := false
+				if s != nil {
+					if free[i] {
+						wake = true
+						s.seen = false
+					} else {
+						s.seen = true
+					}
+				}
+				p.mu.Unlock()
+				if wake {
+					p.hub.wake(n)
+				}
+			}
+		}
+	}
+}
+
+func (p *poller) close() {
+	p.mu.Lock()
+	if !p.closed {
+		p.closed = true
+		close(p.stop)
+	}
+	p.mu.Unlock()
+	p.done.Wait()
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+// queryBools runs a one-row query of n boolean columns.
+func queryBools(ctx context.Context, db *sql.DB, q string, args []any, n int) ([]bool, error) {
+	out := make([]bool, n)
+	dst := make([]any, n)
+	vals := make([]sql.NullInt64, n)
+	for i := range dst {
+		dst[i] = &vals[i]
+	}
+	if err := db.QueryRowContext(ctx, q, args...).Scan(dst...); err != nil {
+		return nil, err
+	}
+	for i := range vals {
+		out[i] = vals[i].Valid && vals[i].Int64 != 0
+	}
+	return out, nil
+}
