@@ -1,0 +1,174 @@
+package shop
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lockx-go/lockx/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// sale starts replicas on b, runs the load generator and checks the
+// report's invariants.
+func sale(t *testing.T, b *Backends, replicas int, lc LoadConfig) Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cfg := Config{Sale: "test-" + randomHex(4), Products: DefaultProducts(300), CronEvery: 500 * time.Millisecond, AdminLease: 300 * time.Millisecond}
+	svcs, urls, err := StartReplicas(ctx, b, cfg, replicas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := StopReplicas(svcs); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	}()
+	lc.Targets = urls
+	r, err := RunLoad(ctx, lc)
+	var out bytes.Buffer
+	r.Print(&out)
+	t.Logf("\n%s", out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Check(); err != nil {
+		t.Fatalf("invariants: %v", err)
+	}
+	if r.Replicas != replicas || r.Sold == 0 || r.Replayed == 0 {
+		t.Fatalf("sale did not happen as planned: %+v", r)
+	}
+	if lc.Restock > 0 && (!r.StaleAdminSeen || r.StaleRejected != 1 || r.Restocks != 1) {
+		t.Fatalf("fencing: stale admin refused %v, rejected %d, restocks %d; want true, 1, 1", r.StaleAdminSeen, r.StaleRejected, r.Restocks)
+	}
+	return r
+}
+
+func loadConfig() LoadConfig {
+	return LoadConfig{SKU: "phone", Buyers: 600, Concurrency: 32, LostReply: 0.3, Abandon: 0.03, Hold: 400 * time.Millisecond, Restock: 25}
+}
+
+func TestSaleEmbedded(t *testing.T) {
+	b, err := Open(context.Background(), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	sale(t, b, 3, loadConfig())
+}
+
+func TestSaleRedisAndPostgres(t *testing.T) {
+	redisURL := "redis://" + testenv.RedisAddr(t) + "/0"
+	pgURL := testenv.PostgresURL(t)
+	b, err := Open(context.Background(), redisURL, pgURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	sale(t, b, 3, loadConfig())
+}
+
+func TestSalePostgresOnly(t *testing.T) {
+	b, err := Open(context.Background(), "", testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	lc := loadConfig()
+	lc.Buyers = 400
+	sale(t, b, 3, lc)
+}
+
+func TestSaleRedisOnly(t *testing.T) {
+	b, err := Open(context.Background(), "redis://"+testenv.RedisAddr(t)+"/0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	sale(t, b, 3, loadConfig())
+}
+
+// TestOrderLifecycle walks one buyer through the API: a reservation, its
+// lookup, payment, a replayed POST, a key reused for another body (422)
+// and a restock without a token (428).
+func TestOrderLifecycle(t *testing.T) {
+	b, err := Open(context.Background(), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	svcs, urls, err := StartReplicas(context.Background(), b, Config{Sale: "life"}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer StopReplicas(svcs)
+	do := func(method, url string, hdr map[string]string, body any) (int, http.Header, map[string]any) {
+		t.Helper()
+		var rd io.Reader
+		if body != nil {
+			v, _ := json.Marshal(body)
+			rd = bytes.NewReader(v)
+		}
+		req, _ := http.NewRequest(method, url, rd)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, resp.Header, m
+	}
+	key := map[string]string{"Idempotency-Key": randomHex(16)}
+	code, _, o := do("POST", urls[0]+"/orders", key, OrderRequest{SKU: "phone", User: "alice", HoldMS: 60_000})
+	if code != http.StatusCreated || o["status"] != "reserved" {
+		t.Fatalf("reserve: %d %v", code, o)
+	}
+	id := o["id"].(string)
+	code, h, o2 := do("POST", urls[1]+"/orders", key, OrderRequest{SKU: "phone", User: "alice", HoldMS: 60_000})
+	if code != http.StatusCreated || o2["id"] != id || h.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay on the other replica: %d %v %v", code, o2, h)
+	}
+	if code, _, _ := do("POST", urls[1]+"/orders", key, OrderRequest{SKU: "phone", User: "bob"}); code != http.StatusUnprocessableEntity {
+		t.Fatalf("key reused for another body: %d, want 422", code)
+	}
+	if code, _, _ := do("POST", urls[0]+"/orders", nil, OrderRequest{SKU: "phone", User: "carol"}); code != http.StatusBadRequest {
+		t.Fatalf("no Idempotency-Key: %d, want 400", code)
+	}
+	if code, _, o := do("POST", urls[1]+"/orders/"+id+"/pay", nil, nil); code != http.StatusOK || o["status"] != "paid" {
+		t.Fatalf("pay: %d %v", code, o)
+	}
+	if code, _, o := do("GET", urls[0]+"/orders/"+id, nil, nil); code != http.StatusOK || o["status"] != "paid" {
+		t.Fatalf("lookup: %d %v", code, o)
+	}
+	if code, _, _ := do("GET", urls[0]+"/orders/nope", nil, nil); code != http.StatusNotFound {
+		t.Fatalf("unknown order: %d", code)
+	}
+	if code, _, _ := do("POST", urls[0]+"/admin/products/phone/restock?n=5", nil, nil); code != http.StatusPreconditionRequired {
+		t.Fatalf("restock without a token: %d, want 428", code)
+	}
+	code, _, page := do("GET", urls[0]+"/api/stats", nil, nil)
+	if code != http.StatusOK || page["held_locks"] == nil {
+		t.Fatalf("stats: %d %v", code, page)
+	}
+	resp, err := http.Get(urls[0] + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), "rejected stale writes") {
+		t.Fatalf("page: %s", fmt.Sprint(len(body)))
+	}
+}
