@@ -37,7 +37,7 @@ func openDB(t testing.TB) (*sql.DB, string) {
 	_, _ = rand.Read(b[:])
 	prefix := "lxt" + hex.EncodeToString(b[:]) + "_"
 	t.Cleanup(func() {
-		for _, tb := range []string{"fence", "held", "queue", "lease"} {
+		for _, tb := range []string{"fence", "queue", "lease"} {
 			_, _ = db.Exec("DROP TABLE IF EXISTS `" + prefix + tb + "`")
 		}
 		_ = db.Close()

@@ -12,10 +12,14 @@ import (
 // that uses the same tables, so an in-process waiter wakes at once.
 type hub struct {
 	mu       sync.Mutex
+	seq      uint64
 	watchers map[string]map[*watcher]struct{} // by lock name
 }
 
-type watcher struct{ ch chan struct{} }
+type watcher struct {
+	ch  chan struct{}
+	seq uint64 // registration order: the oldest is woken first
+}
 
 var (
 	hubsMu sync.Mutex
@@ -34,8 +38,9 @@ func hubFor(id string) *hub {
 }
 
 func (h *hub) add(name string) (*watcher, func()) {
-	w := &watcher{ch: make(chan struct{}, 1)}
 	h.mu.Lock()
+	h.seq++
+	w := &watcher{ch: make(chan struct{}, 1), seq: h.seq}
 	m := h.watchers[name]
 	if m == nil {
 		m = map[*watcher]struct{}{}
@@ -43,16 +48,27 @@ func (h *hub) add(name string) (*watcher, func()) {
 	}
 	m[w] = struct{}{}
 	h.mu.Unlock()
+	var once sync.Once
 	return w, func() {
-		h.mu.Lock()
-		delete(m, w)
-		if len(m) == 0 && h.watchers[name] != nil && len(h.watchers[name]) == 0 {
-			delete(h.watchers, name)
-		}
-		h.mu.Unlock()
+		once.Do(func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			delete(m, w)
+			if len(m) == 0 && len(h.watchers[name]) == 0 {
+				delete(h.watchers, name)
+			}
+			select {
+			case <-w.ch: // a wake-up this watcher did not use: pass it on
+				h.wakeOneLocked(name)
+			default:
+			}
+		})
 	}
 }
 
+// wake wakes every watcher of name: for fair releases (only the queue's
+// head can take the lock, and this process does not know who it is),
+// losses, expiries and frees seen by polling.
 func (h *hub) wake(name string) {
 	h.mu.Lock()
 	for w := range h.watchers[name] {
@@ -62,6 +78,28 @@ func (h *hub) wake(name string) {
 		}
 	}
 	h.mu.Unlock()
+}
+
+// wakeOne wakes the longest-registered watcher of name, for a plain
+// release: one waiter can take the lock, so waking all would only make
+// the others' attempts fail against the winner's grant. A woken watcher
+// that leaves without using its wake-up passes it on.
+func (h *hub) wakeOne(name string) {
+	h.mu.Lock()
+	h.wakeOneLocked(name)
+	h.mu.Unlock()
+}
+
+func (h *hub) wakeOneLocked(name string) {
+	var oldest *watcher
+	for w := range h.watchers[name] {
+		if len(w.ch) == 0 && (oldest == nil || w.seq < oldest.seq) {
+			oldest = w
+		}
+	}
+	if oldest != nil {
+		oldest.ch <- struct{}{}
+	}
 }
 
 // poller checks, while a Backend has waiters, whether their keys were freed

@@ -53,7 +53,7 @@ func (c *config) fail(arg, format string, args ...any) {
 }
 
 // WithTablePrefix sets the prefix of the tables (<prefix>fence,
-// <prefix>held, <prefix>queue, <prefix>lease) and of the GET_LOCK names.
+// <prefix>queue, <prefix>lease) and of the GET_LOCK names.
 // It must be 1 to 20 characters of [A-Za-z0-9_]. Default "lockx_".
 func WithTablePrefix(p string) Option {
 	return func(c *config) {

@@ -17,8 +17,7 @@ import (
 // tables holds the quoted table names of one prefix.
 type tables struct {
 	prefix string
-	fence  string // `<prefix>fence`: one row, the durable fencing counter (InnoDB)
-	held   string // `<prefix>held`: who holds a session lock (MEMORY)
+	fence  string // `<prefix>fence`: session mode's grants; its AUTO_INCREMENT issues the tokens (InnoDB)
 	queue  string // `<prefix>queue`: fair waiters (MEMORY)
 	lease  string // `<prefix>lease`: lease-table mode locks (InnoDB)
 }
@@ -29,7 +28,6 @@ func newTables(prefix string) tables {
 	return tables{
 		prefix: prefix,
 		fence:  quoteIdent(prefix + "fence"),
-		held:   quoteIdent(prefix + "held"),
 		queue:  quoteIdent(prefix + "queue"),
 		lease:  quoteIdent(prefix + "lease"),
 	}
@@ -50,11 +48,9 @@ func (t tables) lockName(key string) string {
 
 func (t tables) ddl() []string {
 	return []string{
-		"CREATE TABLE IF NOT EXISTS " + t.fence + " (id TINYINT UNSIGNED NOT NULL PRIMARY KEY, v BIGINT UNSIGNED NOT NULL) ENGINE=InnoDB",
-		"INSERT IGNORE INTO " + t.fence + " (id, v) VALUES (1, 0)",
-		"CREATE TABLE IF NOT EXISTS " + t.held + " (name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY," +
-			" k VARBINARY(255) NOT NULL, owner VARBINARY(64) NOT NULL, token BIGINT UNSIGNED NOT NULL," +
-			" expires DATETIME(6) NOT NULL, conn BIGINT UNSIGNED NOT NULL) ENGINE=MEMORY",
+		"CREATE TABLE IF NOT EXISTS " + t.fence + " (name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY," +
+			" k VARBINARY(255) NOT NULL, owner VARBINARY(64) NOT NULL, token BIGINT UNSIGNED NOT NULL AUTO_INCREMENT," +
+			" expires DATETIME(6) NOT NULL, conn BIGINT UNSIGNED NOT NULL, KEY (token)) ENGINE=InnoDB",
 		"CREATE TABLE IF NOT EXISTS " + t.queue + " (name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL," +
 			" owner VARBINARY(64) NOT NULL, seq BIGINT UNSIGNED NOT NULL AUTO_INCREMENT, expires DATETIME(6) NOT NULL," +
 			" PRIMARY KEY (name, owner) USING BTREE, KEY (seq)) ENGINE=MEMORY",

@@ -25,7 +25,7 @@ type Backend struct {
 	poll  *poller
 	slots []*slot
 
-	grantSQL, heldSQL, refusedSQL, enqueueSQL, dequeueSQL, extendSQL, checkSQL, forceSQL, ttlSQL string
+	grantSQL, refusedSQL, enqueueSQL, dequeueSQL, extendSQL, checkSQL, forceSQL, ttlSQL string
 
 	closeOnce sync.Once
 	stop      chan struct{}
@@ -50,6 +50,7 @@ type grant struct {
 	owner   lockx.Owner
 	token   lockx.Token
 	expires time.Time // local clock
+	fair    bool
 	timer   *time.Timer
 }
 
@@ -71,19 +72,19 @@ func New(db *sql.DB, opts ...Option) *Backend {
 		b.slots[i] = &slot{grants: map[string]*grant{}, enqueued: map[string]map[lockx.Owner]bool{}}
 	}
 	b.poll = newPoller(b.hub, cfg.poll, b.checkFree)
-	// The grant: GET_LOCK only when no fair waiter is ahead (CASE fixes the
-	// order of evaluation), and the fencing token drawn in the same
-	// statement and transaction.
-	b.grantSQL = "UPDATE " + t.fence + " SET v = LAST_INSERT_ID(v + 1) WHERE id = 1 AND (CASE WHEN " + t.queueOK() + " THEN GET_LOCK(?, 0) ELSE 0 END) = 1"
-	b.heldSQL = "INSERT INTO " + t.held + " (name, k, owner, token, expires, conn) VALUES (?, ?, ?, ?, NOW(6) + INTERVAL ? MICROSECOND, CONNECTION_ID())" +
-		" ON DUPLICATE KEY UPDATE k = VALUES(k), owner = VALUES(owner), token = VALUES(token), expires = VALUES(expires), conn = VALUES(conn)"
-	b.refusedSQL = "SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), expires), 0) FROM " + t.held + " WHERE name = ? AND conn = IS_USED_LOCK(name)"
+	// The grant is one statement: GET_LOCK only when no fair waiter is
+	// ahead (CASE fixes the order of evaluation), and only if it succeeds
+	// the REPLACE of the name's row, whose AUTO_INCREMENT column draws the
+	// fencing token in the same statement and transaction.
+	b.grantSQL = "REPLACE INTO " + t.fence + " (name, k, owner, expires, conn) SELECT ?, ?, ?, NOW(6) + INTERVAL ? MICROSECOND, CONNECTION_ID() FROM DUAL" +
+		" WHERE (CASE WHEN " + t.queueOK() + " THEN GET_LOCK(?, 0) ELSE 0 END) = 1"
+	b.refusedSQL = "SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), expires), 0) FROM " + t.fence + " WHERE name = ? AND conn = IS_USED_LOCK(name)"
 	b.enqueueSQL = "INSERT INTO " + t.queue + " (name, owner, expires) VALUES (?, ?, NOW(6) + INTERVAL ? MICROSECOND) ON DUPLICATE KEY UPDATE expires = VALUES(expires)"
 	b.dequeueSQL = "DELETE FROM " + t.queue + " WHERE name = ? AND owner = ?"
-	b.extendSQL = "UPDATE " + t.held + " SET expires = NOW(6) + INTERVAL ? MICROSECOND WHERE name = ? AND owner = ? AND token = ?"
-	b.checkSQL = "SELECT COUNT(*) FROM " + t.held + " WHERE name = ? AND owner = ? AND token = ?"
-	b.forceSQL = "DELETE FROM " + t.held + " WHERE name = ? AND owner = ? AND conn = IS_USED_LOCK(name)"
-	b.ttlSQL = "SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), expires), 0) FROM " + t.held + " WHERE name = ? AND owner = ? AND conn = IS_USED_LOCK(name)"
+	b.extendSQL = "UPDATE " + t.fence + " SET expires = NOW(6) + INTERVAL ? MICROSECOND WHERE name = ? AND owner = ? AND token = ?"
+	b.checkSQL = "SELECT COUNT(*) FROM " + t.fence + " WHERE name = ? AND owner = ? AND token = ?"
+	b.forceSQL = "DELETE FROM " + t.fence + " WHERE name = ? AND owner = ? AND conn = IS_USED_LOCK(name)"
+	b.ttlSQL = "SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), expires), 0) FROM " + t.fence + " WHERE name = ? AND owner = ? AND conn = IS_USED_LOCK(name)"
 	return b
 }
 
@@ -206,7 +207,8 @@ func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result,
 	}
 	sctx, cancel := b.stmtCtx()
 	defer cancel()
-	res, err := s.conn.ExecContext(sctx, b.grantSQL, name, string(req.Owner), name, string(req.Owner), name)
+	o := string(req.Owner)
+	res, err := s.conn.ExecContext(sctx, b.grantSQL, name, truncKey(req.Key), o, micros(req.Lease), name, o, name, o, name)
 	if err != nil {
 		if !connDead(err) {
 			b.releaseName(s, name) // GET_LOCK may have succeeded before the error
@@ -232,21 +234,15 @@ func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result,
 	id, err := res.LastInsertId()
 	if err != nil || id <= 0 || lockx.Token(id) > lockx.MaxToken {
 		b.releaseName(s, name)
-		return lockx.Result{}, lockx.Unavailable("acquire", errors.New("no fencing token from the fence table"))
+		return lockx.Result{}, lockx.Unavailable("acquire", errors.New("no fencing token from the fence table's AUTO_INCREMENT"))
 	}
 	token := lockx.Token(id)
-	if _, err := s.conn.ExecContext(sctx, b.heldSQL, name, truncKey(req.Key), string(req.Owner), uint64(token), micros(req.Lease)); err != nil {
-		if !connDead(err) {
-			b.releaseName(s, name)
-		}
-		return lockx.Result{}, b.fail(s, "acquire", err)
-	}
 	if s.enqueued[name][req.Owner] {
 		if _, err := s.conn.ExecContext(sctx, b.dequeueSQL, name, string(req.Owner)); err == nil {
 			b.forgetQueued(s, name, req.Owner)
 		}
 	}
-	g := &grant{key: req.Key, owner: req.Owner, token: token, expires: now.Add(req.Lease)}
+	g := &grant{key: req.Key, owner: req.Owner, token: token, expires: now.Add(req.Lease), fair: req.Fair}
 	s.grants[name] = g
 	b.arm(s, name, g)
 	return lockx.Result{Acquired: true, Token: token, TTL: req.Lease}, nil
@@ -411,7 +407,16 @@ func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) er
 	g := s.grants[name]
 	if g != nil && g.owner == owner && g.key == key {
 		expired := !time.Now().Before(g.expires)
-		b.expireLocked(s, name, g)
+		if g.timer != nil {
+			g.timer.Stop()
+		}
+		delete(s.grants, name)
+		b.releaseName(s, name)
+		if g.fair {
+			b.hub.wake(name)
+		} else {
+			b.hub.wakeOne(name)
+		}
 		s.mu.Unlock()
 		if expired {
 			return lockx.ErrNotHeld
@@ -525,7 +530,11 @@ func (b *Backend) healthLoop() {
 		}
 		if tick%30 == 29 {
 			ctx, cancel := context.WithTimeout(context.Background(), b.cfg.stmtTimeout)
-			_, _ = b.db.ExecContext(ctx, "DELETE FROM "+b.t.held+" WHERE NOT (IS_USED_LOCK(name) <=> conn)")
+			// Rows of freed locks go, but never the row of the highest
+			// token, so that even a server whose AUTO_INCREMENT is not
+			// persistent (MySQL 5.7, MariaDB < 10.2.4) resumes above it.
+			_, _ = b.db.ExecContext(ctx, "DELETE FROM "+b.t.fence+" WHERE NOT (IS_USED_LOCK(name) <=> conn)"+
+				" AND token < (SELECT m FROM (SELECT MAX(token) AS m FROM "+b.t.fence+") AS x)")
 			_, _ = b.db.ExecContext(ctx, "DELETE FROM "+b.t.queue+" WHERE expires < NOW(6) - INTERVAL 1 MINUTE")
 			cancel()
 		}

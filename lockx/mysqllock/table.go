@@ -26,6 +26,7 @@ type TableBackend struct {
 
 	mu       sync.Mutex
 	enqueued map[string]map[lockx.Owner]bool
+	fairHeld map[string]lockx.Owner // fair grants made here, to wake all at release
 	closed   bool
 }
 
@@ -41,7 +42,7 @@ var (
 func NewTable(db *sql.DB, opts ...Option) *TableBackend {
 	cfg := newConfig(opts)
 	t := newTables(cfg.prefix)
-	b := &TableBackend{db: db, cfg: cfg, t: t, hub: hubFor("table:" + cfg.prefix), enqueued: map[string]map[lockx.Owner]bool{}}
+	b := &TableBackend{db: db, cfg: cfg, t: t, hub: hubFor("table:" + cfg.prefix), enqueued: map[string]map[lockx.Owner]bool{}, fairHeld: map[string]lockx.Owner{}}
 	b.poll = newPoller(b.hub, cfg.poll, b.checkFree)
 	// One statement decides and records: g is computed first from the old
 	// row (ON DUPLICATE KEY UPDATE assigns left to right), then the other
@@ -136,6 +137,11 @@ func (b *TableBackend) Acquire(ctx context.Context, req lockx.Request) (lockx.Re
 				b.setQueued(name, req.Owner, false)
 			}
 		}
+		if req.Fair {
+			b.mu.Lock()
+			b.fairHeld[name] = req.Owner
+			b.mu.Unlock()
+		}
 		return lockx.Result{Acquired: true, Token: lockx.Token(id), TTL: req.Lease}, nil
 	}
 	var ttl time.Duration
@@ -190,8 +196,18 @@ func (b *TableBackend) Release(ctx context.Context, key string, owner lockx.Owne
 	if err != nil {
 		return lockx.Unavailable("release", err)
 	}
+	b.mu.Lock()
+	fair := b.fairHeld[name] == owner
+	if fair {
+		delete(b.fairHeld, name)
+	}
+	b.mu.Unlock()
 	if n, _ := res.RowsAffected(); n > 0 {
-		b.hub.wake(name)
+		if fair {
+			b.hub.wake(name)
+		} else {
+			b.hub.wakeOne(name)
+		}
 		return nil
 	}
 	if b.isQueued(name, owner) { // a fair waiter withdrawing
