@@ -86,6 +86,7 @@ type result struct {
 	PlainIllegal         int // runs whose unfenced history is not linearizable
 	MutexViolations      int // runs whose lock history fails the fenced-mutex model
 	Handovers            int // runs in which a second holder got the lock
+	Retries              int // attempts abandoned: A lost the lock before the fault
 	Recovery             []time.Duration
 	Bound                time.Duration
 	ExpectLoss           bool
@@ -130,14 +131,14 @@ func table() string {
 	}
 	sort.Slice(rs, func(i, j int) bool { return rs[i].Order < rs[j].Order })
 	var b strings.Builder
-	b.WriteString("| scenario | fault | backend | runs | operations | stale writes accepted, fenced | stale writes accepted, unfenced | register linearizable (fenced / unfenced runs) | lock-model violations | second holder | recovery (median / max, bound) |\n")
-	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	b.WriteString("| scenario | fault | backend | runs | operations | stale writes accepted, fenced | stale writes accepted, unfenced | register linearizable (fenced / unfenced runs) | lock-model violations | second holder | recovery (median / max, bound) | retried |\n")
+	b.WriteString("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, r := range rs {
-		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | **%d** | %d | %d/%d · %d/%d | %d/%d | %d/%d | %s / %s (≤ %s) |\n",
+		fmt.Fprintf(&b, "| %s | %s | %s | %d | %d | **%d** | %d | %d/%d · %d/%d | %d/%d | %d/%d | %s / %s (≤ %s) | %d |\n",
 			r.Name, r.Fault, r.Backend, r.Runs, r.Ops, r.StaleFenced, r.StalePlain,
 			r.Runs-r.FencedIllegal, r.Runs, r.Runs-r.PlainIllegal, r.Runs,
 			r.MutexViolations, r.Runs, r.Handovers, r.Runs,
-			median(r.Recovery).Round(10*time.Millisecond), maxDur(r.Recovery).Round(10*time.Millisecond), r.Bound)
+			median(r.Recovery).Round(10*time.Millisecond), maxDur(r.Recovery).Round(10*time.Millisecond), r.Bound, r.Retries)
 	}
 	return b.String()
 }

@@ -48,7 +48,6 @@ func buildHolder(t *testing.T, dir string) string {
 	t.Helper()
 	bin := filepath.Join(dir, "holder")
 	cmd := exec.Command("go", "build", "-o", bin, "./internal/holder")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build holder: %v\n%s", err, out)
 	}
