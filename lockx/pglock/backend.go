@@ -95,7 +95,7 @@ type pending struct {
 }
 
 // New returns a Backend that takes its connections from pool: up to
-// WithSessions holder sessions (default 4, never more than half the pool's
+// WithSessions holder sessions (default 2, never more than half the pool's
 // MaxConns), plus one listener session while anyone waits. The pool must
 // allow that many connections beyond what the application needs itself. Nothing is connected until first use; the
 // schema is created then (see Migrate, WithoutAutoMigrate).

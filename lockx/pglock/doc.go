@@ -16,7 +16,7 @@
 // A key is hashed with its namespace (WithNamespace) to a 64-bit
 // advisory-lock key (FNV-1a; a collision costs false contention, never
 // safety). The lock is taken with pg_try_advisory_lock on one of a few
-// pinned holder sessions (WithSessions, default 4) that the Backend keeps
+// pinned holder sessions (WithSessions, default 2) that the Backend keeps
 // out of the pool; many locks share a session, and the Backend's memory
 // records which owner holds which key, since PostgreSQL cannot tell two
 // owners of one session apart. In the same statement the grant draws its

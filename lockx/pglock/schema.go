@@ -69,7 +69,7 @@ func migrate(ctx context.Context, conn *pgx.Conn, schema string) error {
 			expires timestamptz NOT NULL,
 			pid integer NOT NULL,
 			acquired timestamptz NOT NULL DEFAULT clock_timestamp())
-			WITH (fillfactor = 50)`,
+			WITH (fillfactor = 10)`,
 		`CREATE UNLOGGED TABLE IF NOT EXISTS ` + n.queue + ` (
 			hash bigint NOT NULL,
 			owner bytea NOT NULL,

@@ -64,7 +64,7 @@ func channelName(schema string) string {
 // expand replaces the placeholders {held}, {queue}, {fence} and the shared
 // SQL fragments in q.
 func (n names) expand(q string) string {
-	q = strings.NewReplacer("{live}", sqlLive, "{head}", sqlHead).Replace(q)
+	q = strings.NewReplacer("{live}", sqlLive, "{head}", sqlHead, "{arrival}", sqlArrival).Replace(q)
 	return strings.NewReplacer(
 		"{held}", n.held,
 		"{queue}", n.queue,
@@ -80,10 +80,15 @@ const sqlLive = `EXISTS (SELECT 1 FROM pg_catalog.pg_locks l
 	AND l.classid::int8 = ((h.hash >> 32) & 4294967295) AND l.objid::int8 = (h.hash & 4294967295)
 	AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database()))`
 
+// sqlArrival orders fair waiters: the server's clock in microseconds. It
+// costs no sequence value (and no WAL) per queue refresh; waiters that
+// arrive within the same microsecond are ordered by owner.
+const sqlArrival = `(extract(epoch FROM clock_timestamp()) * 1000000)::int8`
+
 // sqlHead is the owner (hex) at the head of $1's fair queue other than $2,
 // appended to a notification so that only the next fair waiter is woken.
 const sqlHead = `coalesce(' ' || (SELECT encode(q.owner, 'hex') FROM {queue} q
-	WHERE q.hash = $1::int8 AND q.owner <> $2::bytea AND q.expires > clock_timestamp() ORDER BY q.seq LIMIT 1), '')`
+	WHERE q.hash = $1::int8 AND q.owner <> $2::bytea AND q.expires > clock_timestamp() ORDER BY q.seq, q.owner LIMIT 1), '')`
 
 // grant is shared by both acquire statements: take the advisory lock, draw
 // the fence token in the same statement, and record the holder's row
@@ -115,7 +120,7 @@ func (n names) statements() map[string]string {
 		// with $5 (wait) it joins the queue or refreshes its entry, keeping
 		// its place unless the entry had expired. $6 is the queue TTL in ms.
 		stAcquireFair: `WITH hd AS MATERIALIZED (
-	SELECT owner FROM {queue} WHERE hash = $1::int8 AND expires > clock_timestamp() ORDER BY seq LIMIT 1
+	SELECT owner FROM {queue} WHERE hash = $1::int8 AND expires > clock_timestamp() ORDER BY seq, owner LIMIT 1
 ), g AS MATERIALIZED (
 	SELECT CASE WHEN EXISTS (SELECT 1 FROM hd WHERE owner <> $3::bytea) THEN NULL
 		WHEN pg_try_advisory_lock($1::int8) THEN {fence} END AS token
@@ -125,7 +130,7 @@ func (n names) statements() map[string]string {
 		OR (owner <> $3::bytea AND expires <= clock_timestamp()))
 ), iq AS (
 	INSERT INTO {queue} AS q (hash, owner, seq, expires)
-	SELECT $1::int8, $3::bytea, {fence}, clock_timestamp() + $6::int8 * interval '1 millisecond'
+	SELECT $1::int8, $3::bytea, {arrival}, clock_timestamp() + $6::int8 * interval '1 millisecond'
 	FROM g WHERE g.token IS NULL AND $5::bool
 	ON CONFLICT (hash, owner) DO UPDATE SET expires = excluded.expires,
 		seq = CASE WHEN q.expires <= clock_timestamp() THEN excluded.seq ELSE q.seq END
@@ -135,15 +140,17 @@ func (n names) statements() map[string]string {
 		// by another owner of this Backend) still keeps its place in the
 		// shared queue. $1 hash, $2 owner, $3 queue TTL in ms.
 		stEnqueue: `INSERT INTO {queue} AS q (hash, owner, seq, expires)
-	VALUES ($1::int8, $2::bytea, {fence}, clock_timestamp() + $3::int8 * interval '1 millisecond')
+	VALUES ($1::int8, $2::bytea, {arrival}, clock_timestamp() + $3::int8 * interval '1 millisecond')
 	ON CONFLICT (hash, owner) DO UPDATE SET expires = excluded.expires,
 		seq = CASE WHEN q.expires <= clock_timestamp() THEN excluded.seq ELSE q.seq END`,
 
-		// Release: mark the row released, unlock, and notify only if some process has
-		// waiters (holds the wait flag). $1 hash, $2 owner, $3/$4 wait flag,
+		// Release: unlock, and notify only if some process has waiters
+		// (holds the wait flag). The row is left as it is: a row whose
+		// session no longer holds the advisory lock is no lock (every
+		// cross-process reader checks pg_locks), and the next grant of the
+		// key overwrites it; not writing it halves the writes per lock. $1 hash, $2 owner, $3/$4 wait flag,
 		// $5 channel, $6 payload. Result -1: the lock was not held.
-		stRelease: `WITH d AS (UPDATE {held} SET expires = 'epoch' WHERE hash = $1::int8 AND owner = $2::bytea AND pid = pg_backend_pid())
-SELECT CASE WHEN NOT pg_advisory_unlock($1::int8) THEN -1
+		stRelease: `SELECT CASE WHEN NOT pg_advisory_unlock($1::int8) THEN -1
 	WHEN pg_try_advisory_xact_lock($3::int4, $4::int4) THEN 0
 	ELSE 1 + length(pg_notify($5::text, $6::text || {head})::text) END::int8`,
 
@@ -219,12 +226,11 @@ SELECT g.token, CASE WHEN g.token IS NULL THEN (SELECT greatest(ceil(extract(epo
 		// of hash, owner and the wait flag's two halves; $5 channel. One row
 		// per element, in order: -1 not held, 0 released, 1 released and
 		// waiters notified.
-		stReleaseMany: `WITH r AS (SELECT * FROM unnest($1::int8[], $2::bytea[], $3::int4[], $4::int4[]) WITH ORDINALITY AS r(hash, owner, w1, w2, i)),
-d AS (UPDATE {held} h SET expires = 'epoch' FROM r WHERE h.hash = r.hash AND h.owner = r.owner AND h.pid = pg_backend_pid())
+		stReleaseMany: `WITH r AS (SELECT * FROM unnest($1::int8[], $2::bytea[], $3::int4[], $4::int4[]) WITH ORDINALITY AS r(hash, owner, w1, w2, i))
 SELECT CASE WHEN NOT pg_advisory_unlock(r.hash) THEN -1
 	WHEN pg_try_advisory_xact_lock(r.w1, r.w2) THEN 0
 	ELSE 1 + length(pg_notify($5::text, r.hash::text || coalesce(' ' || (SELECT encode(q.owner, 'hex') FROM {queue} q
-		WHERE q.hash = r.hash AND q.owner <> r.owner AND q.expires > clock_timestamp() ORDER BY q.seq LIMIT 1), ''))::text) END::int8
+		WHERE q.hash = r.hash AND q.owner <> r.owner AND q.expires > clock_timestamp() ORDER BY q.seq, q.owner LIMIT 1), ''))::text) END::int8
 FROM r ORDER BY r.i`,
 
 		// After a holder session died: its locks are free, so mark their rows
