@@ -30,6 +30,7 @@ type Client struct {
 }
 
 type holdKey struct {
+	grant bool   // a pattern grant: never confused with a plain lock of the same kind name
 	kind  string
 	key   string
 	owner Owner
@@ -179,7 +180,7 @@ func (c *Client) acquireCfg(ctx context.Context, key string, ops *GrantOps, op s
 	}
 	owner, explicit := OwnerFromContext(ctx)
 	explicit = explicit && ops.Reentrant
-	hk := holdKey{ops.Kind, key, owner}
+	hk := holdKey{!plain, ops.Kind, key, owner}
 	if explicit {
 		// Goroutines sharing an owner reach the backend one at a time, so
 		// that one's final release cannot undo another's fresh grant. The
@@ -245,7 +246,13 @@ func (c *Client) acquireCfg(ctx context.Context, key string, ops *GrantOps, op s
 	return l, keyError(op, key, err)
 }
 
-func ownerGateKey(k holdKey) string { return k.kind + "\x00" + string(k.owner) + "\x00" + k.key }
+func ownerGateKey(k holdKey) string {
+	g := "l"
+	if k.grant {
+		g = "g"
+	}
+	return g + k.kind + "\x00" + string(k.owner) + "\x00" + k.key
+}
 
 func (c *Client) checkOpen() error {
 	c.mu.Lock()

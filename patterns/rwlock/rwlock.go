@@ -97,7 +97,7 @@ func (rw *RW) Downgrade(ctx context.Context, w *lockx.Grant, opts ...lockx.Optio
 func (rw *RW) acquire(ctx context.Context, mode lockx.RWMode, key string, opts []lockx.Option, wait bool) (*lockx.Grant, error) {
 	kind := "rlock"
 	if mode == lockx.ModeWrite {
-		kind = "lock"
+		kind = "wlock"
 	}
 	if rw.err != nil {
 		return nil, &lockx.KeyError{Op: kind, Key: key, Err: rw.err}

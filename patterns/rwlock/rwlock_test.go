@@ -58,3 +58,30 @@ func TestDoLost(t *testing.T) {
 		t.Fatalf("Do = %v", err)
 	}
 }
+
+// A plain lock and a write lock of the same key name are different locks: an
+// owner holding the plain lock must not "re-enter" it when it asks for the
+// write lock, or another owner could write-lock the key alongside it.
+func TestWriteLockIsNotThePlainLock(t *testing.T) {
+	c := lockx.New(memlock.New())
+	defer c.Close()
+	ctx := context.Background()
+	plain, err := c.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Release(ctx)
+	rw := rwlock.New(c)
+	w, err := rw.Lock(plain.Context(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Release(ctx)
+	if w.Token() == plain.Token() {
+		t.Fatal("write lock shares the plain lock's hold")
+	}
+	if g, err := rw.TryLock(ctx, "k"); err == nil {
+		_ = g.Release(ctx)
+		t.Fatal("another owner write-locked a key that is write-locked")
+	}
+}
