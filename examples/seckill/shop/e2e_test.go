@@ -172,3 +172,30 @@ func TestOrderLifecycle(t *testing.T) {
 		t.Fatalf("page: %s", fmt.Sprint(len(body)))
 	}
 }
+
+// TestLoadgenCommand runs the load generator's command line with three
+// in-process replicas on the embedded default, as `go run
+// ./examples/seckill/loadgen -replicas 3` does.
+func TestLoadgenCommand(t *testing.T) {
+	var out, errs bytes.Buffer
+	code := LoadMain(context.Background(), []string{"-replicas", "3", "-buyers", "500", "-stock", "200", "-restock", "10"}, &out, &errs)
+	text := strings.ReplaceAll(out.String(), "\r", "\n")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, text, errs.String())
+	}
+	for _, want := range []string{"3 replica(s)", "oversold 0, duplicate charges 0", "invariants: OK", "embedded miniredis"} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("report lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// TestServeCommand starts and stops the service as `go run
+// ./examples/seckill` does, on a free port.
+func TestServeCommand(t *testing.T) {
+	var out, errs bytes.Buffer
+	code := ServeMain(context.Background(), []string{"-addr", "127.0.0.1:0", "-exit-after-start"}, &out, &errs)
+	if code != 0 || !strings.Contains(out.String(), "listening on http://127.0.0.1:") {
+		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errs.String())
+	}
+}
