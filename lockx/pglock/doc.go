@@ -23,7 +23,8 @@
 // fencing token from the sequence <schema>.lockx_fence and records a row in
 // the UNLOGGED table <schema>.lockx_held (key, owner, token, lease, session
 // pid), which lets any process check an owner, see a holder's lease, or
-// force-release a lock.
+// force-release a lock. A release does not touch the row: a row counts only
+// while its session holds the advisory lock.
 //
 // If a holder session dies — pg_terminate_backend, a server restart, a
 // network cut — PostgreSQL frees its locks; the Backend's health check

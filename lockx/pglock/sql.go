@@ -76,7 +76,7 @@ func (n names) expand(q string) string {
 // advisory lock: a row left behind by a dead session is not a lock. Only the
 // rare cross-process paths pay for reading pg_locks.
 const sqlLive = `EXISTS (SELECT 1 FROM pg_catalog.pg_locks l
-	WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted AND l.pid = h.pid
+	WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.mode = 'ExclusiveLock' AND l.granted AND l.pid = h.pid
 	AND l.classid::int8 = ((h.hash >> 32) & 4294967295) AND l.objid::int8 = (h.hash & 4294967295)
 	AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database()))`
 
