@@ -25,9 +25,9 @@ func openDB(t testing.TB) (*sql.DB, string) {
 	t.Helper()
 	dsn := testenv.MySQLDSN(t)
 	if strings.Contains(dsn, "?") {
-		dsn += "&parseTime=true"
+		dsn += "&parseTime=true&interpolateParams=true"
 	} else {
-		dsn += "?parseTime=true"
+		dsn += "?parseTime=true&interpolateParams=true"
 	}
 	db, err := sql.Open("mysql", dsn)
 	if err != nil {

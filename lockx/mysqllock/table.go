@@ -52,13 +52,14 @@ func NewTable(db *sql.DB, opts ...Option) *TableBackend {
 	// of an existing row in the OK packet; a refusal leaves it 0; a new
 	// row (1 affected row) is token 1.
 	live := "(owner = VALUES(owner) AND expires > NOW(6))"
-	b.acquireSQL = "INSERT INTO " + t.lease + " (name, k, owner, token, expires, g) VALUES (?, ?, ?, 1, NOW(6) + INTERVAL ? MICROSECOND, 1)" +
+	b.acquireSQL = "INSERT INTO " + t.lease + " (name, k, owner, token, expires, g) VALUES (?, ?, ?, 1, NOW(6) + INTERVAL ? MICROSECOND, 0)" +
 		" ON DUPLICATE KEY UPDATE" +
 		" g = (" + live + " OR (expires <= NOW(6) AND " + t.queueOK() + "))," +
 		" token = IF(g, LAST_INSERT_ID(IF(" + live + ", token, token + 1)), token)," +
 		" k = IF(g, VALUES(k), k)," +
 		" expires = IF(g, VALUES(expires), expires)," +
-		" owner = IF(g, VALUES(owner), owner)"
+		" owner = IF(g, VALUES(owner), owner)," +
+		" g = 0" // at rest g is 0, so a refusal changes no row and writes no redo
 	b.refusedSQL = "SELECT GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), expires), 0) FROM " + t.lease + " WHERE name = ?"
 	b.enqueueSQL = "INSERT INTO " + t.queue + " (name, owner, expires) VALUES (?, ?, NOW(6) + INTERVAL ? MICROSECOND) ON DUPLICATE KEY UPDATE expires = VALUES(expires)"
 	b.dequeueSQL = "DELETE FROM " + t.queue + " WHERE name = ? AND owner = ?"
