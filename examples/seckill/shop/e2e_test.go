@@ -199,3 +199,72 @@ func TestServeCommand(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, out.String(), errs.String())
 	}
 }
+
+// TestShutdownMidSale shuts one of three replicas down gracefully while a
+// sale runs: its in-flight orders finish, its buyers retry their keys on
+// the other replicas, its locks are released, and the invariants hold.
+func TestShutdownMidSale(t *testing.T) {
+	ctx := context.Background()
+	b, err := Open(ctx, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cfg := Config{Sale: "shutdown-" + randomHex(4), Products: DefaultProducts(300), AdminLease: time.Minute}
+	svcs, urls, err := StartReplicas(ctx, b, cfg, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = StopReplicas(svcs[:2]) }()
+
+	// The last replica holds an admin lease (a lock) when it goes.
+	resp, err := http.Post(urls[2]+"/admin/lease?sku=phone", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	held := func() int {
+		snap, err := svcs[0].Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, l := range snap.Locks {
+			if strings.Contains(l.Key, ":restock:") {
+				n++
+			}
+		}
+		return n
+	}
+	if held() != 1 {
+		t.Fatal("the admin lease is not held")
+	}
+
+	done := make(chan Report, 1)
+	go func() {
+		r, err := RunLoad(ctx, LoadConfig{Targets: urls, Buyers: 600, Concurrency: 32, Abandon: -1})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	time.Sleep(150 * time.Millisecond)
+	sctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := svcs[2].Shutdown(sctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	if n := held(); n != 0 {
+		t.Fatalf("%d restock locks still held after the replica holding it shut down", n)
+	}
+	r := <-done
+	var out bytes.Buffer
+	r.Print(&out)
+	t.Logf("\n%s", out.String())
+	if err := r.Check(); err != nil {
+		t.Fatal(err)
+	}
+	if r.Sold != r.Supplied || r.Left != 0 {
+		t.Fatalf("sold %d, left %d of %d: want all sold (600 buyers for 300 units)", r.Sold, r.Left, r.Supplied)
+	}
+}
