@@ -95,7 +95,7 @@ func TestPageInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second) // two refreshes: the final numbers and the rejected stale write
-	png, err := chromedp.Run(page, chromedp.FullScreenshot(90))
+	png, err := chromedp.Run(page, chromedp.FullScreenshot(100)) // quality 100: PNG
 	if err != nil {
 		t.Fatal(err)
 	}
