@@ -186,11 +186,8 @@ func (b *Backend) granted(s *session, sl *slot, p *pending, hash int64, req lock
 	switch {
 	case r.err != nil:
 		p.err = unavailable("acquire", usageError(r.err, b.names))
-		if !s.isDead() && !shared {
-			// The statement may have failed after taking the lock; nobody
-			// else in this process holds the hash on this session, so a
-			// plain unlock is safe either way.
-			s.enqueue(&op{stmt: stUnlock, args: [][]byte{i8(hash)}, fin: func(result) {}})
+		if !s.isDead() && !b.closed {
+			b.cleanupFailedGrant(s, sl, hash, shared)
 		}
 		b.wakeLocked(hash, "") // local waiters refused because of us retry
 	case r.isNull(0):
@@ -221,4 +218,34 @@ func (b *Backend) granted(s *session, sl *slot, p *pending, hash int64, req lock
 	}
 	b.mu.Unlock()
 	close(p.done)
+}
+
+// cleanupFailedGrant undoes a grant statement that failed: it may have
+// failed after taking the lock. Nobody else in this process holds the hash
+// on this session, and the slot stays blocked until the unlock has run, so
+// no later acquisition (which a batch may reorder before a plain statement)
+// can be counted on the session before it. Callers hold b.mu.
+func (b *Backend) cleanupFailedGrant(s *session, sl *slot, hash int64, shared bool) {
+	blocker := &pending{done: make(chan struct{}), finished: true}
+	close(blocker.done)
+	sl.pending = blocker
+	stmt := stUnlock
+	if shared {
+		stmt = stUnlockShared
+	}
+	ok := s.enqueue(&op{stmt: stmt, args: [][]byte{i8(hash)}, fin: func(r result) {
+		if r.err != nil {
+			s.kill() // cannot know the lock's state: end the session
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if sl.pending == blocker {
+			sl.pending = nil
+			b.dropIfEmpty(hash, sl)
+		}
+		b.wakeLocked(hash, "")
+	}})
+	if !ok {
+		sl.pending = nil
+	}
 }

@@ -67,7 +67,11 @@ func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) er
 	b.mu.Unlock()
 	if ch != nil {
 		if r := await(ch); r.err != nil && !s.isDead() {
-			b.forceUnlock(s, hash, h.shared)
+			// Whether the unlock ran is unknown, and another owner of this
+			// process may already have re-taken the key on the session
+			// (advisory locks count per session): only ending the session
+			// is sure to free the lock without freeing someone else's.
+			s.kill()
 		}
 	}
 	return nil
@@ -91,23 +95,6 @@ func (b *Backend) releaseOp(s *session, hash int64, owner lockx.Owner, shared bo
 		o.group = &groupArgs{kind: groupRelease, hash: hash, owner: []byte(owner)}
 	}
 	return s.enqueue(o)
-}
-
-// forceUnlock is the fallback when a release statement failed on a live
-// session: a plain unlock, and if even that fails the session is closed, so
-// that a lock this Backend gave up can never stay held.
-func (b *Backend) forceUnlock(s *session, hash int64, shared bool) {
-	if shared {
-		s.kill()
-		return
-	}
-	ch := make(chan result, 1)
-	if !s.enqueue(&op{stmt: stUnlock, args: [][]byte{i8(hash)}, fin: func(r result) { ch <- r }}) {
-		return
-	}
-	if r := await(ch); r.err != nil {
-		s.kill()
-	}
 }
 
 // remoteRelease releases by owner through the lock table.

@@ -23,6 +23,7 @@ const (
 	stPing         = "lockx_ping"
 	stSweep        = "lockx_sweep"
 	stUnlock       = "lockx_unlock"
+	stUnlockShared = "lockx_unlock_shared"
 	stLost         = "lockx_lost"
 	stAcquireMany  = "lockx_acquire_many"
 	stReleaseMany  = "lockx_release_many"
@@ -239,8 +240,9 @@ FROM r ORDER BY r.i`,
 SELECT CASE WHEN pg_try_advisory_xact_lock($3::int4, $4::int4) THEN 0
 	ELSE 1 + length(pg_notify($5::text, $6::text || {head})::text) END::int8`,
 
-		// The fallback when a release statement failed on a live session.
-		stUnlock: `SELECT CASE WHEN pg_advisory_unlock($1::int8) THEN 0 ELSE -1 END::int8`,
+		// Undo a grant statement that failed (it may have taken the lock).
+		stUnlock:       `SELECT CASE WHEN pg_advisory_unlock($1::int8) THEN 0 ELSE -1 END::int8`,
+		stUnlockShared: `SELECT CASE WHEN pg_advisory_unlock_shared($1::int8) THEN 0 ELSE -1 END::int8`,
 	}
 	for k, v := range m {
 		m[k] = n.expand(v)
