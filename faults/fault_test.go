@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -68,6 +69,7 @@ type run struct {
 	proxy    *Proxy
 	sentinel *testenv.Sentinel
 	cluster  *testenv.Cluster
+	burning  <-chan struct{}      // closed when the CPU burners stop
 	victim   *testenv.RedisServer // a master to kill
 	standby  *testenv.RedisServer // its replica
 }
@@ -183,7 +185,7 @@ func scenarios() []*scenario {
 			heal:   func(r *run) { r.proxy.SetBlackhole(Downstream, false) },
 		},
 		{
-			name: "watchdog-starved", backend: "Redis (single)", fault: "busy goroutines on every core plus 300 ms of request latency on the holder's renewals",
+			name: "watchdog-starved", backend: "Redis (single)", fault: "for 3 s, busy goroutines on every core (2 per CPU) plus 300 ms of latency on the holder's requests",
 			handover: maybe, lease: time.Second, bound: 10 * time.Second, longOnly: true,
 			note: "either outcome is allowed: the holder keeps the lock or gives it up at its local deadline",
 			setup: func(r *run) ([]string, []string) {
@@ -198,9 +200,12 @@ func scenarios() []*scenario {
 			},
 			inject: func(r *run) {
 				r.proxy.SetLatency(Upstream, 300*time.Millisecond)
-				burn(r.t, 3*time.Second)
+				r.burning = burn(3 * time.Second)
 			},
-			heal: func(r *run) { r.proxy.SetLatency(Upstream, 0) },
+			heal: func(r *run) {
+				<-r.burning
+				r.proxy.SetLatency(Upstream, 0)
+			},
 		},
 		{
 			name: "pg-session-terminated", backend: "PostgreSQL", fault: "pg_terminate_backend of the holder's lock session",
@@ -351,14 +356,16 @@ func waitRole(t *testing.T, addr, role string, d time.Duration) {
 	}
 }
 
-// burn keeps every core busy for d.
-func burn(t *testing.T, d time.Duration) {
+// burn keeps every core busy for d, in the background; the channel is
+// closed when the burners have stopped.
+func burn(d time.Duration) <-chan struct{} {
 	stop := time.Now().Add(d)
-	done := make(chan struct{})
-	n := runtime.NumCPU() * 2
-	for range n {
+	all := make(chan struct{})
+	var wg sync.WaitGroup
+	for range runtime.NumCPU() * 2 {
+		wg.Add(1)
 		go func() {
-			defer func() { done <- struct{}{} }()
+			defer wg.Done()
 			x := 0
 			for time.Now().Before(stop) {
 				for i := range 10000 {
@@ -368,9 +375,8 @@ func burn(t *testing.T, d time.Duration) {
 			_ = x
 		}()
 	}
-	for range n {
-		<-done
-	}
+	go func() { wg.Wait(); close(all) }()
+	return all
 }
 
 func TestFault(t *testing.T) {
