@@ -66,7 +66,6 @@ type holder struct {
 	events  []event
 	cursor  map[string]int
 	changed chan struct{}
-	stopped bool
 }
 
 func startHolder(t *testing.T, bin string, id int, args ...string) *holder {

@@ -66,7 +66,7 @@ every number comes from checking what the protected resource accepted.
 - Go %s %s/%s, %d CPUs; %s; PostgreSQL %s
 - Long form: 5 runs per single-node scenario, 2 per failover scenario; took %s.
   ` + "`make test`" + ` runs the short form (one run each; watchdog-starved, which loads every
-  core, and cluster-master-killed, whose failover takes 9–70 s, only here) in about 40 s plus building the holder.
+  core, and cluster-master-killed, whose failover takes 8–70 s, only here) in about 40 s plus building the holder.
 
 ## Results
 
@@ -125,7 +125,7 @@ project builds with.
 ## Observations
 
 - **Cluster failover is slow to reach the clients.** With
-  cluster-node-timeout 5 s, the second client's grant came 9 s to 70 s after
+  cluster-node-timeout 5 s, the second client's grant came 8 s to 70 s after
   the master was killed; throughout, the holders' go-redis ClusterClient kept
   dialing the dead master's address. Safety held (fencing refused the stale
   write), but the recovery time is far above the node timeout and deserves
@@ -138,9 +138,9 @@ project builds with.
   renewing, so its late renewals do not keep the key alive.
 - **A starved watchdog gives up safely.** With every core busy and 300 ms
   added to each renewal, a holder with a 1 s lease lost it (and stopped
-  renewing) in every run, and fencing refused its late write. Leases of 1 s
-  are too short for such a machine; the suite does not yet measure where
-  the lease becomes long enough.
+  renewing) about one lease after the load began, in every run, and fencing
+  refused its late write. The suite does not yet separate the two causes
+  (CPU or latency) nor measure which lease is long enough under such load.
 - **PostgreSQL hands over at once** when a holder's session ends (terminated
   or idle-timed-out): the advisory lock goes with the session, and the
   holder hears of it at its next health check.
