@@ -69,9 +69,11 @@ type run struct {
 	proxy    *Proxy
 	sentinel *testenv.Sentinel
 	cluster  *testenv.Cluster
-	burning  <-chan struct{}      // closed when the CPU burners stop
-	victim   *testenv.RedisServer // a master to kill
-	standby  *testenv.RedisServer // its replica
+	burning  <-chan struct{}        // closed when the CPU burners stop
+	nodes    []*testenv.RedisServer // Redlock nodes
+	proxies  []*Proxy               // Redlock: A's way to each node
+	victim   *testenv.RedisServer   // a master to kill
+	standby  *testenv.RedisServer   // its replica
 }
 
 var seq atomic.Int64
@@ -265,6 +267,48 @@ func scenarios() []*scenario {
 			inject: sentinelInject,
 		},
 		{
+			name: "redlock-holder-pause", backend: "Redlock (5 nodes)", fault: "holder SIGSTOPped for longer than its lease",
+			handover: yes, lease: time.Second, bound: 8 * time.Second,
+			setup:  redlockSetup(false),
+			inject: func(r *run) { r.a.signal(syscall.SIGSTOP) },
+			heal:   func(r *run) { r.a.signal(syscall.SIGCONT) },
+		},
+		{
+			name: "redlock-one-node-killed", backend: "Redlock (5 nodes)", fault: "1 of 5 nodes SIGKILLed during a hold, restarted after",
+			handover: no, lease: 2 * time.Second, bound: 10 * time.Second,
+			setup:  redlockSetup(false),
+			inject: func(r *run) { r.nodes[0].Kill() },
+			heal:   func(r *run) { r.nodes[0].Restart(r.t) },
+		},
+		{
+			name: "redlock-majority-loses-key", backend: "Redlock (5 nodes)", fault: "3 of 5 nodes SIGKILLed and restarted at once without persistence (Kleppmann's K2b)",
+			handover: yes, lease: 2 * time.Second, bound: 10 * time.Second,
+			setup: redlockSetup(false),
+			inject: func(r *run) {
+				for _, n := range r.nodes[:3] {
+					n.Kill()
+					n.Restart(r.t)
+				}
+			},
+		},
+		{
+			name: "redlock-partition", backend: "Redlock (5 nodes)", fault: "the holder cut off (both directions) from 3 of 5 nodes",
+			handover: yes, lease: time.Second, bound: 10 * time.Second,
+			setup: redlockSetup(true),
+			inject: func(r *run) {
+				for _, p := range r.proxies[:3] {
+					p.SetBlackhole(Upstream, true)
+					p.SetBlackhole(Downstream, true)
+				}
+			},
+			heal: func(r *run) {
+				for _, p := range r.proxies[:3] {
+					p.SetBlackhole(Upstream, false)
+					p.SetBlackhole(Downstream, false)
+				}
+			},
+		},
+		{
 			name: "cluster-master-killed", backend: "Redis Cluster", fault: "grant not replicated (the slot's replica SIGSTOPped), the slot's master SIGKILLed, replica promoted after cluster-node-timeout",
 			handover: yes, lease: time.Second, bound: 120 * time.Second, longOnly: true, cluster: true,
 			note: "recovery includes the replica's election, which took from 8 s to 70 s on this machine",
@@ -296,6 +340,33 @@ func scenarios() []*scenario {
 				waitRole(r.t, r.standby.Addr, "master", 40*time.Second)
 			},
 		},
+	}
+}
+
+// redlockSetup starts 5 independent nodes; with proxied, holder A reaches
+// each through its own Proxy.
+func redlockSetup(proxied bool) func(r *run) ([]string, []string) {
+	return func(r *run) ([]string, []string) {
+		var direct, viaProxy []string
+		for range 5 {
+			n := testenv.StartRedis(r.t)
+			r.nodes = append(r.nodes, n)
+			direct = append(direct, n.Addr)
+			if proxied {
+				p, err := NewProxy(n.Addr)
+				if err != nil {
+					r.t.Fatal(err)
+				}
+				r.t.Cleanup(p.Close)
+				r.proxies = append(r.proxies, p)
+				viaProxy = append(viaProxy, p.Addr)
+			}
+		}
+		b := []string{"-backend=quorum", "-addr=" + strings.Join(direct, ",")}
+		if !proxied {
+			return b, b
+		}
+		return []string{"-backend=quorum", "-addr=" + strings.Join(viaProxy, ",")}, b
 	}
 }
 
@@ -396,7 +467,7 @@ func TestFault(t *testing.T) {
 			switch {
 			case sc.cluster:
 				n = 1 // a Cluster failover takes 10–70 s here
-			case sc.backend != "Redis (single)" && sc.backend != "PostgreSQL":
+			case sc.backend != "Redis (single)" && sc.backend != "PostgreSQL" && !strings.HasPrefix(sc.backend, "Redlock"):
 				n = max(1, iters/2) // each run costs a failover
 			}
 			res := &result{Name: sc.name, Backend: sc.backend, Fault: sc.fault, Order: i, Bound: sc.bound,

@@ -173,6 +173,16 @@ ones, so fencing catches the rest.
 **Redis Cluster.** As Sentinel, per slot, with failover after
 cluster-node-timeout (long form).
 
+**Redlock (redislock.Quorum, 5 nodes).** One node lost changes nothing: the
+holder keeps renewing on the other four and nobody else gets a majority. A
+holder paused past its lease, or cut off from a majority of the nodes, loses
+the lock about one lease later and another client gets it. A majority of
+nodes restarted without persistence forget the lock at once and hand it out
+again (Kleppmann's K2b) — Redlock's own timing argument does not cover that,
+so persistence with fsync or delayed restarts matter; tokens stayed monotonic
+here (the largest of the granting nodes' clock-based tokens), and fencing
+refused the old holder's write in every case.
+
 **PostgreSQL.** A lock lives as long as its session: a terminated session
 (or a restarted server) frees it at once and its holder is told within the
 health-check interval. A paused holder keeps its lock as long as its session
@@ -183,8 +193,8 @@ back.
 
 ## Not covered yet
 
-- Redlock (5 independent nodes, 1/3/partition faults, a node losing its key):
-  lockx has no Redlock backend yet.
+- Redlock: a clock jump on one node of the majority (Kleppmann's K2) and
+  flapping partitions; slow replies from 2 of 3 nodes during an acquire.
 - A real PostgreSQL restart: the server is shared by the project's tests, so
   the suite terminates every session of its own holder processes instead.
 - Clock jumps (needs root or a fake clock in the server).

@@ -67,8 +67,8 @@ func emit(e Event) {
 
 func main() {
 	var (
-		backend   = flag.String("backend", "redis", "redis, sentinel, cluster or pg")
-		addr      = flag.String("addr", "", "Redis address (redis), or sentinel (sentinel) or node (cluster) addresses, comma-separated")
+		backend   = flag.String("backend", "redis", "redis, sentinel, cluster, quorum (Redlock) or pg")
+		addr      = flag.String("addr", "", "Redis address (redis), or sentinel (sentinel) or node (cluster, quorum) addresses, comma-separated")
 		master    = flag.String("master", "", "Sentinel master name")
 		lockURL   = flag.String("lockpg", "", "PostgreSQL URL for pglock (pg)")
 		regURL    = flag.String("regpg", "", "PostgreSQL URL of the registers")
@@ -109,6 +109,14 @@ func main() {
 		}
 		b = redislock.New(rdb, opts...)
 		closers = append(closers, func() { rdb.Close() })
+	case "quorum":
+		var clients []redis.UniversalClient
+		for _, a := range strings.Split(*addr, ",") {
+			c := redis.NewClient(&redis.Options{Addr: a, ReadTimeout: *rto, WriteTimeout: *rto, DialTimeout: *rto, MaxRetries: -1})
+			clients = append(clients, c)
+			closers = append(closers, func() { c.Close() })
+		}
+		b = redislock.NewQuorum(clients, redislock.WithNodeTimeout(200*time.Millisecond))
 	case "pg":
 		cfg, err := pgxpool.ParseConfig(*lockURL)
 		if err != nil {
