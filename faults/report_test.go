@@ -64,7 +64,7 @@ every number comes from checking what the protected resource accepted.
 
 - Generated: %s, by ` + "`make faults`" + `, i.e. ` + "`LOCKX_FAULTS=long go test -race -count=1 -run Fault -v ./faults/...`" + `
 - Go %s %s/%s, %d CPUs; %s; PostgreSQL %s
-- Long form: 5 runs per single-node scenario, 2 per failover scenario; took %s.
+- Long form: 5 runs per single-server and Redlock scenario, 2 per Sentinel scenario, 1 for the Cluster; took %s.
   ` + "`make test`" + ` runs the short form (one run each; watchdog-starved, which loads every
   core, and cluster-master-killed, whose failover takes 8–70 s, only here) in about 40 s plus building the holder.
 
