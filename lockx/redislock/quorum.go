@@ -67,8 +67,9 @@ type Quorum struct {
 	// Late answers (after a call's node timeout) by key and owner. A late
 	// grant is released unless a newer attempt of the same owner has started
 	// since (which then owns the outcome on that node); a newer attempt
-	// waits for releases already under way, so that a late release of an
-	// earlier attempt cannot take away a grant the new attempt counted.
+	// skips the nodes where such a release is under way (counting them as
+	// failed), so that a late release of an earlier attempt cannot take
+	// away a grant the new attempt counted, and nobody waits for it.
 	lmu  sync.Mutex
 	late map[lateKey]*lateState
 }
@@ -81,40 +82,37 @@ type lateKey struct {
 type lateState struct {
 	gen      uint64 // attempts started since the entry was made
 	pending  int    // late answers still to come
-	inflight int    // late releases under way
-	idle     chan struct{}
+	inflight int    // late releases under way, in all
+	busy     []int  // late releases under way, per node
 }
 
 // beginAttempt supersedes the late answers of earlier attempts of owner on
-// key and waits for their releases already under way.
-func (q *Quorum) beginAttempt(ctx context.Context, key string, owner lockx.Owner) error {
+// key and returns the nodes where their releases are under way (nil if
+// none), which the attempt must skip.
+func (q *Quorum) beginAttempt(key string, owner lockx.Owner) []bool {
 	q.lmu.Lock()
+	defer q.lmu.Unlock()
 	e := q.late[lateKey{key, owner}]
 	if e == nil {
-		q.lmu.Unlock()
 		return nil
 	}
 	e.gen++
-	var idle chan struct{}
-	if e.inflight > 0 {
-		idle = e.idle
+	var skip []bool
+	for i, n := range e.busy {
+		if n > 0 {
+			if skip == nil {
+				skip = make([]bool, len(q.nodes))
+			}
+			skip[i] = true
+		}
 	}
-	q.lmu.Unlock()
-	if idle == nil {
-		return nil
-	}
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return skip
 }
 
 // expectLate registers n late answers of the attempt that just ended and
 // returns the function each of them calls: it releases node nd if release
 // says so and no newer attempt has started.
-func (q *Quorum) expectLate(key string, owner lockx.Owner, n int) func(nd *quorumNode, release bool) {
+func (q *Quorum) expectLate(key string, owner lockx.Owner, n int) func(i int, release bool) {
 	k := lateKey{key, owner}
 	q.lmu.Lock()
 	if q.late == nil {
@@ -128,25 +126,25 @@ func (q *Quorum) expectLate(key string, owner lockx.Owner, n int) func(nd *quoru
 	e.pending += n
 	gen := e.gen
 	q.lmu.Unlock()
-	return func(nd *quorumNode, release bool) {
+	return func(i int, release bool) {
 		q.lmu.Lock()
 		e.pending--
 		release = release && e.gen == gen
 		if release {
-			if e.inflight == 0 {
-				e.idle = make(chan struct{})
+			if e.busy == nil {
+				e.busy = make([]int, len(q.nodes))
 			}
+			e.busy[i]++
 			e.inflight++
 		}
 		q.lmu.Unlock()
 		if release {
-			q.releaseNode(nd, key, owner)
+			q.releaseNode(q.nodes[i], key, owner)
 		}
 		q.lmu.Lock()
 		if release {
-			if e.inflight--; e.inflight == 0 {
-				close(e.idle)
-			}
+			e.busy[i]--
+			e.inflight--
 		}
 		if e.pending == 0 && e.inflight == 0 && q.late[k] == e {
 			delete(q.late, k)
@@ -162,8 +160,12 @@ func notSent(err error) bool {
 	if errors.As(err, &op) && op.Op == "dial" {
 		return true
 	}
-	return errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed)
+	return errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed) || err == errReleasing
 }
+
+// errReleasing: the node was skipped because a release of an earlier
+// attempt's late grant is under way there.
+var errReleasing = errors.New("redislock: node skipped: a late grant of an earlier attempt is being released")
 
 type quorumNode struct {
 	b     *Backend
@@ -318,6 +320,18 @@ func (q *Quorum) drift(lease time.Duration) time.Duration {
 	return time.Duration(float64(lease)*q.cfg.driftFactor) + q.cfg.driftFixed
 }
 
+// finisher cancels a context once its last user is done.
+type finisher struct {
+	left   atomic.Int32
+	cancel context.CancelFunc
+}
+
+func (f *finisher) done() {
+	if f.left.Add(-1) == 0 {
+		f.cancel()
+	}
+}
+
 // nodeAnswer is one node's reply to one call.
 type nodeAnswer struct {
 	res lockx.Result
@@ -343,12 +357,12 @@ func (q *Quorum) fanout(ctx context.Context, budget time.Duration,
 	var mu sync.Mutex
 	ended := false
 	ans := make([]nodeAnswer, n)
-	var running sync.WaitGroup
-	running.Add(n)
-	go func() { running.Wait(); cancel() }()
+	// The last node call to finish cancels nctx (no goroutine waits for it).
+	fin := &finisher{cancel: cancel}
+	fin.left.Store(int32(n))
 	for i, nd := range q.nodes {
 		go func() {
-			defer running.Done()
+			defer fin.done()
 			a := fn(nctx, i, nd)
 			a.ok = true
 			mu.Lock()
@@ -411,16 +425,17 @@ func (q *Quorum) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, 
 	if budget <= 0 {
 		budget = q.cfg.nodeTimeout
 	}
-	if err := q.beginAttempt(ctx, req.Key, req.Owner); err != nil {
-		return lockx.Result{}, err
-	}
+	skip := q.beginAttempt(req.Key, req.Owner)
 	probe := !q.verified.Load()
 	n, maj := len(q.nodes), q.quorum
 	var decided sync.WaitGroup
 	decided.Add(1)
-	var lateDone func(nd *quorumNode, release bool)
+	var lateDone func(i int, release bool)
 	ans := q.fanout(ctx, budget,
-		func(ctx context.Context, _ int, nd *quorumNode) nodeAnswer {
+		func(ctx context.Context, i int, nd *quorumNode) nodeAnswer {
+			if skip != nil && skip[i] {
+				return nodeAnswer{err: errReleasing}
+			}
 			var wg sync.WaitGroup
 			if probe && nd.runID.Load() == nil {
 				wg.Go(func() { nd.probe(ctx) }) // beside the attempt, not before it
@@ -445,7 +460,7 @@ func (q *Quorum) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, 
 			// A node that answered after the call ended counts as failed:
 			// whatever it granted is taken back, on success too.
 			decided.Wait()
-			lateDone(q.nodes[i], a.res.Acquired || (a.err != nil && !notSent(a.err)))
+			lateDone(i, a.res.Acquired || (a.err != nil && !notSent(a.err)))
 		})
 	var granted, refused, unknown, pending int
 	var tok lockx.Token
@@ -736,10 +751,16 @@ func (q *Quorum) Watch(ctx context.Context, key string, owner lockx.Owner) (<-ch
 	ws := make([]w, len(q.nodes))
 	var wg sync.WaitGroup
 	for i, nd := range q.nodes {
-		wg.Go(func() {
+		watch := func() {
 			ch, c, err := nd.b.Watch(ctx, key, owner)
 			ws[i] = w{ch, c, err}
-		})
+		}
+		select {
+		case <-nd.b.n.ready: // subscribed: Watch returns at once
+			watch()
+		default: // Watch may wait for the subscription: not in turn
+			wg.Go(watch)
+		}
 	}
 	wg.Wait()
 	stop := make(chan struct{})
