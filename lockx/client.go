@@ -30,7 +30,7 @@ type Client struct {
 }
 
 type holdKey struct {
-	grant bool   // a pattern grant: never confused with a plain lock of the same kind name
+	grant bool // a pattern grant: never confused with a plain lock of the same kind name
 	kind  string
 	key   string
 	owner Owner
@@ -235,7 +235,11 @@ func (c *Client) acquireCfg(ctx context.Context, key string, ops *GrantOps, op s
 		}
 	}
 	req := Request{Key: key, Owner: owner, Lease: cfg.lease, Fair: cfg.fair, Wait: wait, QueueTTL: cfg.queueTTL}
-	res, start, err := c.obtain(ctx, ops, req, cfg, budget, st)
+	var budgetAt time.Time
+	if budget != nil {
+		budgetAt = time.Now().Add(cfg.wait)
+	}
+	res, start, err := c.obtain(ctx, ops, req, cfg, budget, budgetAt, st)
 	if err != nil {
 		if gate != nil {
 			gate()
@@ -345,7 +349,7 @@ func (c *Client) register(ctx context.Context, ops *GrantOps, k holdKey, explici
 // obtain runs the attempt loop: register for wake-up, try, and wait for a
 // notification, the backoff timer (bounded by the holder's remaining lease)
 // or the end of the wait.
-func (c *Client) obtain(ctx context.Context, ops *GrantOps, req Request, cfg *config, budget <-chan time.Time, st *acquireStats) (Result, time.Time, error) {
+func (c *Client) obtain(ctx context.Context, ops *GrantOps, req Request, cfg *config, budget <-chan time.Time, budgetAt time.Time, st *acquireStats) (Result, time.Time, error) {
 	bo := newBackoff(cfg.minBackoff, cfg.maxBackoff)
 	var lastErr error
 	var onWait func() // observes the start of a wait, if observed
@@ -371,11 +375,16 @@ func (c *Client) obtain(ctx context.Context, ops *GrantOps, req Request, cfg *co
 			}
 		}
 	}
+	// The first attempt goes out unwatched, so an uncontended acquisition
+	// pays nothing for wake-ups. Once refused, the waiter registers for its
+	// wake-up and tries again at once: a release between the two attempts
+	// finds the second one, a release after it finds the registration.
+	watching := false
 	for {
 		var wake <-chan struct{}
 		unwatch := func() {}
-		if req.Wait && c.notifier != nil {
-			w, cancel, err := c.notifier.Watch(ctx, req.Key, req.Owner)
+		if req.Wait && c.notifier != nil && watching {
+			w, cancel, err := c.watch(ctx, req, budgetAt)
 			if err == nil {
 				wake, unwatch = w, cancel
 			}
@@ -419,6 +428,12 @@ func (c *Client) obtain(ctx context.Context, ops *GrantOps, req Request, cfg *co
 			}
 			return Result{}, start, ErrNotAcquired
 		}
+		if !watching && c.notifier != nil {
+			watching = true
+			if err == nil {
+				continue
+			}
+		}
 		if onWait != nil {
 			onWait()
 		}
@@ -448,6 +463,18 @@ func (c *Client) obtain(ctx context.Context, ops *GrantOps, req Request, cfg *co
 		t.Stop()
 		unwatch()
 	}
+}
+
+// watch registers for req's wake-up. Setting up the registration (a
+// subscription) may take a while when the backend is slow or down; it is
+// bounded by the wait budget as well as by ctx.
+func (c *Client) watch(ctx context.Context, req Request, budgetAt time.Time) (<-chan struct{}, func(), error) {
+	if budgetAt.IsZero() {
+		return c.notifier.Watch(ctx, req.Key, req.Owner)
+	}
+	wctx, cancel := context.WithDeadline(ctx, budgetAt)
+	defer cancel()
+	return c.notifier.Watch(wctx, req.Key, req.Owner)
 }
 
 // abandon withdraws from a queue and frees a grant that may have happened

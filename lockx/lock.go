@@ -3,6 +3,7 @@ package lockx
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,10 +29,12 @@ type hold struct {
 	token    Token
 	watchdog bool
 	explicit bool // owner came from the caller's context: same-owner calls may race
-	logCfg   *config
+	logger   *slog.Logger
+	observer Observer
+	driftF   float64       // drift allowance: lease·driftF + driftD
+	driftD   time.Duration //
 
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+	parent context.Context // the Acquire context, for its values
 	lost   chan struct{}
 	gate   func() // local-first gate, released with the hold
 
@@ -46,18 +49,20 @@ type hold struct {
 	timer      *time.Timer
 	finished   bool
 	lostFlag   atomic.Bool
-	drift      func(time.Duration) time.Duration
-	granted    time.Time   // start of the granted attempt
-	ended      atomic.Bool // HoldEnded reported
+	// The lock context is made on first use (most holders never ask), and
+	// made already cancelled if the hold ended before.
+	ctx     context.Context
+	cancel  context.CancelCauseFunc
+	cause   error       // why the hold ended, once it has
+	granted time.Time   // start of the granted attempt
+	ended   atomic.Bool // HoldEnded reported
 }
 
 func newHold(c *Client, ops *GrantOps, hk holdKey, ctx context.Context, req Request, res Result, start time.Time, cfg *config, gate func()) *hold {
-	lctx, cancel := context.WithCancelCause(ContextWithOwner(context.WithoutCancel(ctx), req.Owner))
 	lease := req.Lease
 	if res.TTL > 0 && res.TTL < lease {
 		lease = res.TTL // a fair handoff may carry less than a full lease
 	}
-	cfgCopy := *cfg
 	h := &hold{
 		c:        c,
 		ops:      ops,
@@ -66,19 +71,51 @@ func newHold(c *Client, ops *GrantOps, hk holdKey, ctx context.Context, req Requ
 		owner:    req.Owner,
 		token:    res.Token,
 		watchdog: cfg.watchdog,
-		logCfg:   &cfgCopy,
-		ctx:      lctx,
-		cancel:   cancel,
+		logger:   cfg.logger,
+		observer: cfg.observer,
+		driftF:   cfg.driftFrac,
+		driftD:   cfg.driftFixed,
+		parent:   ctx,
 		lost:     make(chan struct{}),
 		gate:     gate,
 		count:    1,
 		lease:    req.Lease,
-		drift:    cfgCopy.drift,
 	}
 	h.validUntil = start.Add(lease - h.drift(lease))
 	h.nextRenew = start.Add(lease / 3)
 	h.granted = start
 	return h
+}
+
+// drift is the clock-drift allowance for lease (see WithDrift).
+func (h *hold) drift(lease time.Duration) time.Duration {
+	return time.Duration(float64(lease)*h.driftF) + h.driftD
+}
+
+// context returns the hold's context, making it on first use.
+func (h *hold) context() context.Context {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ctx == nil {
+		h.ctx, h.cancel = context.WithCancelCause(ContextWithOwner(context.WithoutCancel(h.parent), h.owner))
+		if h.cause != nil {
+			h.cancel(h.cause)
+		}
+	}
+	return h.ctx
+}
+
+// end records why the hold ended and cancels its context, if made, with
+// that cause. The first cause wins.
+func (h *hold) end(cause error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cause == nil {
+		h.cause = cause
+	}
+	if h.cancel != nil {
+		h.cancel(cause)
+	}
 }
 
 // armValidity starts the timer that declares the lock lost once its local
@@ -131,7 +168,7 @@ func (h *hold) markLost(why string) {
 		return
 	}
 	h.observeEnd(StatusLost, why) // before Lost closes, so observers agree with what a reader of Lost sees
-	h.cancel(ErrLost)             // before Lost closes, so a reader woken by Lost sees the cause
+	h.end(ErrLost)                // before Lost closes, so a reader woken by Lost sees the cause
 	close(h.lost)
 	h.c.wd.remove(h)
 	h.c.mu.Lock()
@@ -139,7 +176,7 @@ func (h *hold) markLost(why string) {
 		delete(h.c.holds, h.hk)
 	}
 	h.c.mu.Unlock()
-	if l := h.logCfg.logger; l != nil {
+	if l := h.logger; l != nil {
 		l.Warn("lockx: lock lost", "kind", h.hk.kind, "key", h.key, "token", uint64(h.token), "reason", why)
 	}
 }
@@ -157,7 +194,7 @@ func (h *hold) finish(cause error) {
 	}
 	h.mu.Unlock()
 	h.c.wd.remove(h)
-	h.cancel(cause)
+	h.end(cause)
 }
 
 func (h *hold) releaseGate() {
@@ -214,7 +251,7 @@ func (l *Lock) Context() context.Context {
 		cancel(ErrNotHeld)
 		return ctx
 	}
-	return l.h.ctx
+	return l.h.context()
 }
 
 // Extend resets the lease to ttl on the backend. With the watchdog on, ttl
@@ -269,7 +306,7 @@ func (l *Lock) Release(ctx context.Context) error {
 		return ErrNotHeld
 	}
 	h := l.h
-	o := h.logCfg.observer
+	o := h.observer
 	if o == nil {
 		_, err := l.release(ctx)
 		return err
