@@ -26,7 +26,8 @@ func exampleDSN() string {
 }
 
 func Example() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	db, err := sql.Open("mysql", exampleDSN())
 	if err != nil {
 		panic(err)
@@ -55,7 +56,8 @@ func Example() {
 }
 
 func ExampleNewTable() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	db, err := sql.Open("mysql", exampleDSN())
 	if err != nil {
 		panic(err)
@@ -80,7 +82,8 @@ func ExampleNewTable() {
 }
 
 func ExampleMigrate() {
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	db, err := sql.Open("mysql", exampleDSN())
 	if err != nil {
 		panic(err)

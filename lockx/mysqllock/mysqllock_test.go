@@ -37,8 +37,10 @@ func openDB(t testing.TB) (*sql.DB, string) {
 	_, _ = rand.Read(b[:])
 	prefix := "lxt" + hex.EncodeToString(b[:]) + "_"
 	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
 		for _, tb := range []string{"fence", "queue", "lease"} {
-			_, _ = db.Exec("DROP TABLE IF EXISTS `" + prefix + tb + "`")
+			_, _ = db.ExecContext(ctx, "SET STATEMENT lock_wait_timeout = 5 FOR DROP TABLE IF EXISTS `"+prefix+tb+"`")
 		}
 		_ = db.Close()
 	})

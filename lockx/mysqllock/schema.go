@@ -73,13 +73,28 @@ func Migrate(ctx context.Context, db *sql.DB, opts ...Option) error {
 }
 
 func migrate(ctx context.Context, db *sql.DB, t tables) error {
+	// DDL waits for metadata locks; bound the wait (server default: a day)
+	// on a connection of its own that is discarded afterwards, so the
+	// setting does not leak into the pool.
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return lockx.Unavailable("migrate", err)
+	}
+	defer discard(c)
+	if _, err := c.ExecContext(ctx, "SET SESSION lock_wait_timeout = 10"); err != nil {
+		return lockx.Unavailable("migrate", err)
+	}
 	for _, s := range t.ddl() {
-		if _, err := db.ExecContext(ctx, s); err != nil {
+		if _, err := c.ExecContext(ctx, s); err != nil {
 			return lockx.Unavailable("migrate", err)
 		}
 	}
 	return nil
 }
+
+// migrated remembers the (db, prefix) pairs migrated by this process, so
+// that Backends created per request or per test do not each run DDL.
+var migrated sync.Map
 
 // migrator runs migrate once successfully.
 type migrator struct {
@@ -96,8 +111,16 @@ func (m *migrator) ensure(ctx context.Context, cfg *config, db *sql.DB, t tables
 	if m.done {
 		return nil
 	}
-	if err := migrate(ctx, db, t); err != nil {
-		return err
+	type dbPrefix struct {
+		db     *sql.DB
+		prefix string
+	}
+	k := dbPrefix{db, t.prefix}
+	if _, ok := migrated.Load(k); !ok {
+		if err := migrate(ctx, db, t); err != nil {
+			return err
+		}
+		migrated.Store(k, true)
 	}
 	m.done = true
 	return nil

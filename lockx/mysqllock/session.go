@@ -66,7 +66,7 @@ var (
 func New(db *sql.DB, opts ...Option) *Backend {
 	cfg := newConfig(opts)
 	t := newTables(cfg.prefix)
-	b := &Backend{db: db, cfg: cfg, t: t, hub: hubFor("session:" + cfg.prefix), stop: make(chan struct{})}
+	b := &Backend{db: db, cfg: cfg, t: t, hub: hubFor("session:" + cfg.prefix + cfg.hubSuffix), stop: make(chan struct{})}
 	b.slots = make([]*slot, cfg.sessions)
 	for i := range b.slots {
 		b.slots[i] = &slot{grants: map[string]*grant{}, enqueued: map[string]map[lockx.Owner]bool{}}

@@ -1,0 +1,64 @@
+package mysqllock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/mysqllock"
+)
+
+// TestCrossProcessWakeUp: a waiter whose Backend shares no in-process hub
+// with the holder's (as in another process) is woken by polling, long
+// before its 20 s backoff.
+func TestCrossProcessWakeUp(t *testing.T) {
+	db, prefix := openDB(t)
+	for _, mode := range []string{"session", "table"} {
+		newC := func(id string) *lockx.Client {
+			opts := append(fastOpts(prefix), mysqllock.WithOwnHub(id), mysqllock.WithPollInterval(700*time.Millisecond))
+			if mode == "session" {
+				return lockx.New(mysqllock.New(db, opts...))
+			}
+			return lockx.New(mysqllock.NewTable(db, opts...))
+		}
+		for _, fair := range []bool{false, true} {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			holder, waiter := newC("a"), newC("b")
+			opts := []lockx.Option{lockx.WithBackoff(20*time.Second, 20*time.Second)}
+			if fair {
+				opts = append(opts, lockx.Fair(), lockx.WithQueueTTL(60*time.Second))
+			}
+			k := "xproc:" + mode
+			l, err := holder.Acquire(ctx, k, opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan error, 1)
+			go func() {
+				l2, err := waiter.Acquire(ctx, k, opts...)
+				if err == nil {
+					err = l2.Release(ctx)
+				}
+				got <- err
+			}()
+			time.Sleep(200 * time.Millisecond)
+			released := time.Now()
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-got:
+				if err != nil {
+					t.Fatalf("%s fair=%v: %v", mode, fair, err)
+				}
+				t.Logf("%s fair=%v: woken %v after release", mode, fair, time.Since(released))
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%s fair=%v: waiter in another hub not woken", mode, fair)
+			}
+			_ = holder.Close()
+			_ = waiter.Close()
+			cancel()
+		}
+	}
+}
