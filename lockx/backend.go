@@ -100,3 +100,13 @@ type BatchExtender interface {
 	// ErrNotHeld, or an ErrUnavailable error), in order.
 	ExtendMany(ctx context.Context, reqs []ExtendRequest) []error
 }
+
+// LossNotifier is implemented by backends that learn on their own that a
+// held lock is gone — a PostgreSQL session that died, say — so the holder is
+// told at once rather than at its next renewal.
+type LossNotifier interface {
+	// NotifyLoss arranges for fn to be called (once, on any goroutine) when
+	// owner's lock on key is lost; if it is not held now, fn is called soon.
+	// stop cancels the arrangement; it must be safe to call more than once.
+	NotifyLoss(key string, owner Owner, fn func()) (stop func())
+}

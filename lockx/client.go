@@ -340,6 +340,17 @@ func (c *Client) register(ctx context.Context, ops *GrantOps, k holdKey, explici
 		st.newHold = true
 	}
 	h.armValidity()
+	if ln, ok := c.b.(LossNotifier); ok && h.plain {
+		stop := ln.NotifyLoss(req.Key, req.Owner, func() { h.markLost("backend reported the lock lost") })
+		h.mu.Lock()
+		if h.finished { // released before the arrangement was made
+			h.mu.Unlock()
+			stop()
+		} else {
+			h.stopLoss = stop
+			h.mu.Unlock()
+		}
+	}
 	if h.watchdog {
 		c.wd.add(h)
 	}

@@ -51,11 +51,12 @@ type hold struct {
 	lostFlag   atomic.Bool
 	// The lock context is made on first use (most holders never ask), and
 	// made already cancelled if the hold ended before.
-	ctx     context.Context
-	cancel  context.CancelCauseFunc
-	cause   error       // why the hold ended, once it has
-	granted time.Time   // start of the granted attempt
-	ended   atomic.Bool // HoldEnded reported
+	stopLoss func() // ends a LossNotifier arrangement
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	cause    error       // why the hold ended, once it has
+	granted  time.Time   // start of the granted attempt
+	ended    atomic.Bool // HoldEnded reported
 }
 
 func newHold(c *Client, ops *GrantOps, hk holdKey, ctx context.Context, req Request, res Result, start time.Time, cfg *config, gate func()) *hold {
@@ -192,7 +193,11 @@ func (h *hold) finish(cause error) {
 	if h.timer != nil {
 		h.timer.Stop()
 	}
+	stopLoss := h.stopLoss
 	h.mu.Unlock()
+	if stopLoss != nil {
+		stopLoss()
+	}
 	h.c.wd.remove(h)
 	h.end(cause)
 }
