@@ -8,7 +8,7 @@ STATICCHECK = $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION
 MODULES = $(patsubst %/go.mod,%,$(shell find . -name go.mod -not -path '*/testdata/*' -not -path '*/vendor/*' | sort))
 
 .DEFAULT_GOAL := test
-.PHONY: test services bench lint fmt faults
+.PHONY: test services bench bench-patterns lint fmt faults
 
 ## test: the whole suite, unit and integration, race detector on.
 test: services
@@ -23,6 +23,17 @@ bench:
 	@if [ ! -d bench ]; then echo "make bench: bench/ does not exist yet (the benchmark module is not built)" >&2; exit 1; fi
 	scripts/ensure-services.sh
 	cd bench && $(GO) run ./cmd/lockxbench
+	$(MAKE) bench-patterns
+
+## bench-patterns: the pattern and middleware benchmarks (go test -bench):
+## idempotency replay and fencing-check overhead over HTTP, stock modes,
+## rwlock and semaphore, telemetry overhead, Redlock. Ratios are within one run.
+bench-patterns:
+	$(GO) test -run '^$$' -bench 'IdempotencyPaired|FencingRatio' -benchtime 20000x -count 3 ./middleware/
+	$(GO) test -run '^$$' -bench 'BenchmarkRedisStock' -benchtime 3s -count 3 ./patterns/stock/
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./patterns/rwlock/ ./patterns/semaphore/
+	$(GO) test -run '^$$' -bench 'Overhead' -benchmem -count 3 ./lockx/lockxotel/
+	$(GO) test -run '^$$' -bench 'Quorum' -benchmem ./lockx/redislock/
 
 ## lint: gofmt, go vet and staticcheck over every module.
 lint:
