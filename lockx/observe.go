@@ -215,7 +215,7 @@ func observeWait(cfg *config, kind, key string, delta int) {
 
 // observeEnd reports the end of h exactly once, if h is observed.
 func (h *hold) observeEnd(status Status, reason string) {
-	o := h.logCfg.observer
+	o := h.observer
 	if o == nil || !h.ended.CompareAndSwap(false, true) {
 		return
 	}
@@ -226,7 +226,7 @@ func (h *hold) observeEnd(status Status, reason string) {
 }
 
 func (h *hold) observeExtend(ctx context.Context, watchdog bool, start time.Time, err error) {
-	o := h.logCfg.observer
+	o := h.observer
 	if o == nil {
 		return
 	}

@@ -174,7 +174,7 @@ func (w *watchdog) renew(due []*hold) {
 			h.mu.Lock()
 			h.nextRenew = time.Now().Add(min(h.lease/10, time.Second))
 			h.mu.Unlock()
-			if l := h.logCfg.logger; l != nil {
+			if l := h.logger; l != nil {
 				l.Warn("lockx: lease renewal failed", "key", h.key, "err", err)
 			}
 		}
