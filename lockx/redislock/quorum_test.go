@@ -201,7 +201,7 @@ func TestQuorumNodeFailures(t *testing.T) {
 	if !errors.Is(err, lockx.ErrUnavailable) || !errors.Is(err, lockx.ErrNotAcquired) {
 		t.Fatalf("3 of 5 down: err = %v, want ErrNotAcquired and ErrUnavailable", err)
 	}
-	if took > wait+time.Second {
+	if took > wait+2*time.Second { // ≈ wait + one node timeout + the give-up release when idle; slack for a loaded machine
 		t.Fatalf("3 of 5 down: failed after %v, wait budget %v", took, wait)
 	}
 	t.Logf("3 of 5 down: failed closed after %v (wait %v): %v", took.Round(time.Millisecond), wait, err)
