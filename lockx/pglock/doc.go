@@ -73,5 +73,5 @@
 // many locks are held or awaited. Keep max_locks_per_transaction ×
 // max_connections above the number of locks held at once across the
 // cluster: session advisory locks live in the server's shared lock table.
-// ARCHITECTURE.md in this directory explains each choice.
+// docs/architecture.md (section "PostgreSQL backend") explains each choice.
 package pglock

@@ -74,7 +74,7 @@ func (b *Backend) TTL(ctx context.Context, key string, owner lockx.Owner) (time.
 //
 // lockx's Client learns of loss only through Extend; a Client that uses this
 // capability learns within the health interval instead of at the next
-// renewal (see ARCHITECTURE.md).
+// renewal (see docs/architecture.md).
 func (b *Backend) NotifyLoss(key string, owner lockx.Owner, fn func()) (stop func()) {
 	h := b.localHold(b.hash(key), key, owner)
 	b.mu.Lock()
