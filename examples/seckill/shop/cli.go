@@ -183,7 +183,7 @@ func ServeMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	fmt.Fprintf(stdout, "seckill: sale %q: %d units of \"phone\", 200 of \"earbuds\"\n", cfg.Sale, c.stock)
 	fmt.Fprintf(stdout, "seckill: listening on %s — open it for the live page and press \"Start a sale\"\n", url)
-	fmt.Fprintf(stdout, "seckill: or: go run ./examples/seckill/loadgen -target %s -restock 0\n", url)
+	fmt.Fprintf(stdout, "seckill: or: go run ./examples/seckill/loadgen -target %s\n", url)
 	fmt.Fprintln(stdout, "seckill: or: go run ./examples/seckill -loadgen   (3 replicas, report, exit)")
 	if !*once {
 		<-ctx.Done()
