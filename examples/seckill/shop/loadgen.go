@@ -331,7 +331,7 @@ func (lr *loadRun) buyer(ctx context.Context, i int) {
 	resent := false
 	var first string
 	for attempt := 0; ; attempt++ {
-		if ctx.Err() != nil || attempt == 12 {
+		if ctx.Err() != nil || attempt == 20 {
 			lr.errs.Add(1)
 			return
 		}

@@ -476,7 +476,7 @@ func (s *Service) adminLease(c echo.Context) error {
 	}
 	key := s.restockKey(sku)
 	l, err := s.locks.Acquire(c.Request().Context(), key,
-		lockx.WithLease(s.cfg.AdminLease), lockx.WithWait(4*s.cfg.AdminLease))
+		lockx.WithLease(s.cfg.AdminLease), lockx.WithWait(10*s.cfg.AdminLease))
 	if err != nil {
 		return answer(c, http.StatusServiceUnavailable, "restock lock busy", err)
 	}
