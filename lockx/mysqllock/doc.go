@@ -8,7 +8,8 @@
 //     expires_at, renewed by the Client's watchdog (the design of seed 001
 //     §2.1, made correct: owner checks, tokens, renewal, fair queue).
 //
-// Both implement lockx.Backend and lockx.Notifier and pass lockxtest.
+// Both implement lockx.Backend and lockx.Notifier and pass lockxtest; New
+// also implements lockx.LossNotifier.
 //
 //	db, _ := sql.Open("mysql", "app@tcp(db:3306)/app?interpolateParams=true")
 //	locks := lockx.New(mysqllock.New(db)) // or mysqllock.NewTable(db)
@@ -84,8 +85,9 @@
 // a health loop (WithHealthInterval, default 1 s) pings sessions that were
 // idle. A dead session (KILL, server restart, network cut, statement
 // timeout) is closed and forgotten: every lock on it is dropped from the
-// bookkeeping, so the next Extend returns lockx.ErrNotHeld and the Client's
-// watchdog fires Lost; waiters of this process are woken. The slot pins a
+// bookkeeping, its NotifyLoss callbacks run (so the Client fires Lost
+// within about one health interval, not at the next renewal), the next
+// Extend returns lockx.ErrNotHeld, and waiters of this process are woken. The slot pins a
 // new session on next use. A force-release by another process (Release with
 // the holder's owner) deletes the row; the holder lets go of the named lock
 // at its next Extend (ErrNotHeld), so until then other owners stay refused.

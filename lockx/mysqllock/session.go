@@ -52,12 +52,52 @@ type grant struct {
 	expires time.Time // local clock
 	fair    bool
 	timer   *time.Timer
+	loss    map[int]func() // NotifyLoss callbacks
+	lossSeq int
+}
+
+// lost runs g's NotifyLoss callbacks, each on its own goroutine. Callers
+// hold the slot's mu and have removed g from the slot.
+func (g *grant) lost() {
+	for id, fn := range g.loss {
+		delete(g.loss, id)
+		go fn()
+	}
 }
 
 var (
-	_ lockx.Backend  = (*Backend)(nil)
-	_ lockx.Notifier = (*Backend)(nil)
+	_ lockx.Backend      = (*Backend)(nil)
+	_ lockx.Notifier     = (*Backend)(nil)
+	_ lockx.LossNotifier = (*Backend)(nil)
 )
+
+// NotifyLoss implements lockx.LossNotifier: fn runs (on its own goroutine)
+// when owner's lock on key is lost without a Release — its session died
+// (seen by the health check within about one WithHealthInterval), its
+// lease ran out, or it was found force-released. If owner holds no such
+// lock here, fn runs at once. stop cancels the registration.
+func (b *Backend) NotifyLoss(key string, owner lockx.Owner, fn func()) (stop func()) {
+	name := b.t.lockName(key)
+	s := b.slotOf(name)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.grants[name]
+	if g == nil || g.owner != owner || g.key != key {
+		go fn()
+		return func() {}
+	}
+	if g.loss == nil {
+		g.loss = map[int]func(){}
+	}
+	g.lossSeq++
+	id := g.lossSeq
+	g.loss[id] = fn
+	return func() {
+		s.mu.Lock()
+		delete(g.loss, id)
+		s.mu.Unlock()
+	}
+}
 
 // New returns a session-lock Backend over db. It pins at most WithSessions
 // connections of db (opened on first use) and leaves the rest to the pool;
@@ -157,6 +197,7 @@ func (b *Backend) kill(s *slot) {
 			g.timer.Stop()
 		}
 		delete(s.grants, name)
+		g.lost()
 		b.hub.wake(name)
 	}
 	s.enqueued = map[string]map[lockx.Owner]bool{}
@@ -337,6 +378,7 @@ func (b *Backend) expireLocked(s *slot, name string, g *grant) {
 		g.timer.Stop()
 	}
 	delete(s.grants, name)
+	g.lost()
 	b.releaseName(s, name)
 	b.hub.wake(name)
 }
