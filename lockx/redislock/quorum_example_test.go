@@ -16,7 +16,8 @@ import (
 func ExampleNewQuorum() {
 	var nodes []redis.UniversalClient
 	for _, addr := range []string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379", "10.0.0.4:6379", "10.0.0.5:6379"} {
-		rdb := redis.NewClient(&redis.Options{Addr: addr})
+		// No retries (the quorum retries) and one dial: a dead node fails at once.
+		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialerRetries: 1})
 		defer rdb.Close()
 		nodes = append(nodes, rdb)
 	}
