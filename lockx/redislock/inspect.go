@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"math"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -146,11 +145,10 @@ func (b *Backend) read(ctx context.Context, node redis.UniversalClient, names []
 		ttl, _ := c.pttl.Result()
 		q, _ := c.queue.Result()
 		m, _ := c.marks.Result()
-		bits := binary.BigEndian.Uint64([]byte(v[len(v)-8:]))
 		out = append(out, lockx.LockInfo{
 			Key:     c.key,
 			Owner:   decodeOwner(v[:len(v)-8]),
-			Token:   lockx.Token(math.Float64frombits(bits)),
+			Token:   lockx.Token(binary.BigEndian.Uint64([]byte(v[len(v)-8:]))),
 			TTL:     max(ttl, 0),
 			Waiters: int(q + m),
 		})

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -154,12 +153,12 @@ func splitLock(v string) (owner string, token int64) {
 	if len(v) < 8 {
 		return "", 0
 	}
-	return v[:len(v)-8], int64(math.Float64frombits(binary.BigEndian.Uint64([]byte(v[len(v)-8:]))))
+	return v[:len(v)-8], int64(binary.BigEndian.Uint64([]byte(v[len(v)-8:])))
 }
 
 // tokenBytes is a token as the lock value stores it.
 func tokenBytes(tok int64) string {
-	return string(binary.BigEndian.AppendUint64(nil, math.Float64bits(float64(tok))))
+	return string(binary.BigEndian.AppendUint64(nil, uint64(tok)))
 }
 
 func TestDataModel(t *testing.T) {

@@ -4,14 +4,17 @@
 --       this backend wait for the key too), queue TTL ms, backend id (the last
 --       two only when waiting)
 -- L is a string: the holder's encoded owner followed by the fencing token as
--- an 8-byte big-endian double (exact below 2^53); a tombstone is the token
--- alone. Returns the token (> 0) of a grant, or -1 - the holder's remaining
+-- an 8-byte big-endian integer (below 2^53, so exact in a Lua number); a
+-- tombstone is the token alone. The bytes are computed with plain Lua
+-- arithmetic, not the struct library, so embedded Redis servers without it
+-- (miniredis) run the same script. Returns the token (> 0) of a grant, or -1 - the holder's remaining
 -- lease in ms (0 when no one holds the key) of a refusal.
 local lk, q, d, owner = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 local v = redis.call('GET', lk)
 local holder, prev = false, nil
 if v and #v >= 8 then
-  prev = struct.unpack('>d', v, #v - 7)
+  prev = 0
+  for i = #v - 7, #v do prev = prev * 256 + string.byte(v, i) end
   holder = string.sub(v, 1, -9)
   if holder == owner then
     -- Idempotent per owner: a retry after a lost reply gets the same grant.
@@ -43,7 +46,12 @@ if free then
   if tok > 9007199254740991 then
     return redis.error_reply('ERR redislock: fencing token above 2^53')
   end
-  redis.call('SET', lk, owner .. struct.pack('>d', tok), 'PX', ARGV[2])
+  local b, n = {}, tok
+  for i = 8, 1, -1 do
+    b[i] = n % 256
+    n = math.floor(n / 256)
+  end
+  redis.call('SET', lk, owner .. string.char(unpack(b)), 'PX', ARGV[2])
   if others then
     -- The wake-up that brought us here popped this backend's mark; its other
     -- waiters still want the next release.
