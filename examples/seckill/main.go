@@ -3,7 +3,7 @@
 // behind the Idempotency-Key middleware, an admin restock behind the
 // fencing middleware, a cronguard job closing expired reservations once per
 // trigger, and a live page. With no server configured it runs on an
-// embedded miniredis (redislock's real stock scripts) and an in-process
+// embedded miniredis (redislock's real Lua scripts) and an in-process
 // order store:
 //
 //	go run ./examples/seckill                 # serve; open the printed URL

@@ -2,10 +2,10 @@ package shop
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -16,14 +16,6 @@ import (
 	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/lockx/redislock"
 )
-
-// MiniredisGap is why the embedded default does not take its locks on
-// miniredis: redislock's acquire.lua packs the fencing token next to the
-// owner with Lua's struct library (struct.pack/struct.unpack '>d'), which
-// miniredis's gopher-lua does not provide. Everything else redislock runs
-// there — the stock scripts (TIME, hashes, sorted sets), fencing, results,
-// PUBLISH, EVALSHA — works.
-const MiniredisGap = "miniredis has no Lua struct library (redislock acquire.lua uses struct.pack/unpack): locks on memlock, stock/fences/idempotency results on miniredis"
 
 // Backends is what every replica of the service shares: where locks,
 // stock, fences, idempotency outcomes and orders live.
@@ -126,16 +118,13 @@ func Open(ctx context.Context, redisURL, postgresURL string) (*Backends, error) 
 		if err := mr.Start(); err != nil {
 			return nil, fmt.Errorf("miniredis: %w", err)
 		}
-		b.closers = append(b.closers, mr.Close)
-		mem := memlock.New()
-		b.newLocks = func() (lockx.Backend, error) {
-			return &hybrid{Backend: mem, rs: redislock.New(b.redis(&redis.Options{Addr: mr.Addr()}))}, nil
-		}
-		b.fences = func(l lockx.Backend) lockx.FenceStore { return l.(*hybrid).rs }
-		b.results = func(l lockx.Backend) lockx.ResultStore { return l.(*hybrid).rs }
+		b.closers = append(b.closers, mr.Close, followClock(mr))
+		opt := &redis.Options{Addr: mr.Addr()}
+		b.newLocks = func() (lockx.Backend, error) { return redislock.New(b.redis(opt)), nil }
+		b.fences = func(l lockx.Backend) lockx.FenceStore { return l.(*redislock.Backend) }
+		b.results = func(l lockx.Backend) lockx.ResultStore { return l.(*redislock.Backend) }
 		b.Describe = append(b.Describe,
-			"stock, fences, idempotency results: embedded miniredis at "+mr.Addr()+" (redislock's real Lua scripts)",
-			"locks: memlock (in-process) — "+MiniredisGap)
+			"locks, stock, fences, idempotency: embedded miniredis at "+mr.Addr()+" (redislock's real Lua scripts)")
 	}
 	if pool != nil {
 		b.Describe = append(b.Describe, "orders: PostgreSQL "+redact(postgresURL)+" (pglock.OrderStore, UNIQUE (sku, buyer))")
@@ -167,38 +156,25 @@ func redact(u string) string {
 	return u
 }
 
-// hybrid is the embedded backend: memlock grants the locks, an embedded
-// miniredis (through redislock) keeps the stock. See MiniredisGap.
-type hybrid struct {
-	*memlock.Backend
-	rs *redislock.Backend
+// followClock makes the embedded miniredis age its keys in real time (it
+// only does when told to), so leases, tombstones and reservations expire as
+// they would on Redis. The returned func stops it.
+func followClock(mr *miniredis.Miniredis) func() {
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		last := time.Now()
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-tick.C:
+				mr.FastForward(now.Sub(last))
+				last = now
+			}
+		}
+	}()
+	return func() { close(stop); <-done }
 }
-
-func (h *hybrid) Close() error { return errors.Join(h.rs.Close(), h.Backend.Close()) }
-
-func (h *hybrid) InitStock(ctx context.Context, sku string, levels []int64) (int, bool, error) {
-	return h.rs.InitStock(ctx, sku, levels)
-}
-func (h *hybrid) StockLevels(ctx context.Context, sku string, segs []int) ([]int64, error) {
-	return h.rs.StockLevels(ctx, sku, segs)
-}
-func (h *hybrid) TakeStock(ctx context.Context, t lockx.StockTake) (int64, error) {
-	return h.rs.TakeStock(ctx, t)
-}
-func (h *hybrid) SettleStock(ctx context.Context, sku string, seg int, id string, confirm bool) error {
-	return h.rs.SettleStock(ctx, sku, seg, id, confirm)
-}
-func (h *hybrid) AddStock(ctx context.Context, sku string, seg int, n int64) (int64, error) {
-	return h.rs.AddStock(ctx, sku, seg, n)
-}
-func (h *hybrid) ExpireStock(ctx context.Context, sku string, seg int, max int) ([]lockx.StockEntry, error) {
-	return h.rs.ExpireStock(ctx, sku, seg, max)
-}
-func (h *hybrid) StockSegment(ctx context.Context, sku string, seg int) (lockx.StockSegment, error) {
-	return h.rs.StockSegment(ctx, sku, seg)
-}
-func (h *hybrid) ClaimQuota(ctx context.Context, sku, user string, delta, limit int64) (int64, error) {
-	return h.rs.ClaimQuota(ctx, sku, user, delta, limit)
-}
-
-var _ lockx.StockBackend = (*hybrid)(nil)

@@ -94,7 +94,7 @@ func TestPageInBrowser(t *testing.T) {
 	if err := r.Check(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second) // two refreshes: the final numbers and the rejected stale write
+	time.Sleep(time.Second)                                      // two refreshes: the final numbers and the rejected stale write
 	png, err := chromedp.Run(page, chromedp.FullScreenshot(100)) // quality 100: PNG
 	if err != nil {
 		t.Fatal(err)
