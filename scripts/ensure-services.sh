@@ -66,6 +66,11 @@ if $manage_maria && { [ -z "$(mariadbd_bin)" ] || ! command -v mariadb-admin >/d
 	pkgs+=(mariadb-server)
 fi
 
+# Headless Chromium for the seckill page test (make test runs it).
+if [ ! -x /usr/bin/chromium ]; then
+	pkgs+=(chromium)
+fi
+
 if [ ${#pkgs[@]} -gt 0 ]; then
 	if $can_apt; then
 		say "installing ${pkgs[*]} (apt-get)"
@@ -75,7 +80,7 @@ if [ ${#pkgs[@]} -gt 0 ]; then
 		fi
 	else
 		say "missing packages: ${pkgs[*]}"
-		say "install them as root, e.g.: apt-get update && apt-get install -y redis-server postgresql mariadb-server"
+		say "install them as root, e.g.: apt-get update && apt-get install -y redis-server postgresql mariadb-server chromium"
 		say "(or run this script as root on Debian, which installs them itself)"
 	fi
 fi
