@@ -2,9 +2,9 @@ package redislock_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/lockx-go/lockx/internal/miniclock"
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/lockxtest"
 	"github.com/lockx-go/lockx/lockx/redislock"
@@ -16,25 +16,7 @@ import (
 // scripts must run there too.
 func TestConformanceMiniredis(t *testing.T) {
 	m := miniredis.RunT(t)
-	// miniredis ages keys only when told to: let its clock follow real time.
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		last := time.Now()
-		for {
-			select {
-			case <-stop:
-				return
-			case now := <-tick.C:
-				m.FastForward(now.Sub(last))
-				last = now
-			}
-		}
-	}()
-	t.Cleanup(func() { close(stop); <-done })
+	t.Cleanup(miniclock.Follow(m)) // leases must expire in real time
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	lockxtest.Run(t, func(*testing.T) lockx.Backend { return redislock.New(rdb) })

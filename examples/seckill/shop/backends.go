@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockx-go/lockx/internal/miniclock"
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/lockx/pglock"
@@ -118,7 +118,7 @@ func Open(ctx context.Context, redisURL, postgresURL string) (*Backends, error) 
 		if err := mr.Start(); err != nil {
 			return nil, fmt.Errorf("miniredis: %w", err)
 		}
-		b.closers = append(b.closers, mr.Close, followClock(mr))
+		b.closers = append(b.closers, mr.Close, miniclock.Follow(mr))
 		opt := &redis.Options{Addr: mr.Addr()}
 		b.newLocks = func() (lockx.Backend, error) { return redislock.New(b.redis(opt)), nil }
 		b.fences = func(l lockx.Backend) lockx.FenceStore { return l.(*redislock.Backend) }
@@ -154,27 +154,4 @@ func redact(u string) string {
 		}
 	}
 	return u
-}
-
-// followClock makes the embedded miniredis age its keys in real time (it
-// only does when told to), so leases, tombstones and reservations expire as
-// they would on Redis. The returned func stops it.
-func followClock(mr *miniredis.Miniredis) func() {
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		last := time.Now()
-		for {
-			select {
-			case <-stop:
-				return
-			case now := <-tick.C:
-				mr.FastForward(now.Sub(last))
-				last = now
-			}
-		}
-	}()
-	return func() { close(stop); <-done }
 }
