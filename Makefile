@@ -28,13 +28,15 @@ bench:
 
 ## bench-patterns: the pattern and middleware benchmarks (go test -bench):
 ## idempotency replay and fencing-check overhead over HTTP, stock modes,
-## rwlock and semaphore, telemetry overhead, Redlock. Ratios are within one run.
+## rwlock and semaphore, telemetry overhead, Redlock, MySQL (session and lease
+## table beside the seed's naive table lock). Ratios are within one run.
 bench-patterns:
 	$(GO) test -run '^$$' -bench 'IdempotencyPaired|FencingRatio' -benchtime 20000x -count 3 ./middleware/
 	$(GO) test -run '^$$' -bench 'BenchmarkRedisStock' -benchtime 3s -count 3 ./patterns/stock/
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./patterns/rwlock/ ./patterns/semaphore/
 	$(GO) test -run '^$$' -bench 'Overhead' -benchmem -count 3 ./lockx/lockxotel/
 	$(GO) test -run '^$$' -bench 'Quorum' -benchmem ./lockx/redislock/
+	$(GO) test -run '^$$' -bench . -benchtime 2s -count 3 ./lockx/mysqllock/
 
 ## lint: gofmt, go vet and staticcheck over every module.
 lint:
