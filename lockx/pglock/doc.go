@@ -52,6 +52,24 @@
 // the head so that only it wakes, and plain acquisitions yield to live fair
 // waiters. Crashed waiters drop out after their queue TTL.
 //
+// # Read/write locks and semaphores
+//
+// The Backend implements lockx.RWBackend and lockx.SemaphoreBackend
+// (patterns/rwlock, patterns/semaphore) with tables rather than advisory
+// locks, because every reader and permit holder needs its own lease and
+// the decisions (writer preference, FIFO permits, a limit never exceeded)
+// must hold across processes. Each hold is a row of
+// <schema>.lockx_pattern_held with a lease on the server's clock; waiters
+// are rows of lockx_pattern_queue; a key's read epoch (the token readers
+// share) lives in lockx_pattern_state while the key is in use. Each
+// operation is one transaction on a pool connection (not a holder session)
+// that first takes pg_advisory_xact_lock on the key's pattern hash, so all
+// decisions on a key are serialised. Expired rows are purged by every
+// decision, so a crashed holder's reads or permits return when its lease
+// ends; rows are not tied to a session, so only Release (the Client does
+// it on Close) or expiry frees them. Releases NOTIFY the schema's channel
+// with the key's hash, which Watch on the same key string receives.
+//
 // # Transactions
 //
 // TxLock and TryTxLock take a key for the rest of a transaction
@@ -63,7 +81,7 @@
 // The schema (WithSchema, default "lockx") is created on first use, or by
 // Migrate at deploy time (then use WithoutAutoMigrate). Creating it needs
 // CREATE on the database; using it needs USAGE on the schema, USAGE and
-// UPDATE on the sequence, and SELECT, INSERT, UPDATE, DELETE on the two
+// UPDATE on the sequence, and SELECT, INSERT, UPDATE, DELETE on its
 // tables. Errors name the missing right.
 //
 // # Connection budget

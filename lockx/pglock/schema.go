@@ -15,9 +15,11 @@ const migrateLockA, migrateLockB = 0x6c6f636b, 0x786d6967 // "lock", "xmig"
 
 // Migrate creates the schema pglock needs, if it is missing: the schema, the
 // fence sequence lockx_fence (a single global counter, CACHE 1 so that
-// tokens increase across sessions), and two UNLOGGED tables: lockx_held (one
+// tokens increase across sessions), and UNLOGGED tables: lockx_held (one
 // row per held lock: key, owner, token, lease) and lockx_queue (fair
-// waiters). It is idempotent and safe to run concurrently.
+// waiters), and the read/write lock and semaphore tables lockx_pattern_held,
+// lockx_pattern_queue and lockx_pattern_state. It is idempotent and safe to
+// run concurrently.
 //
 // A role without the needed rights gets an error naming the missing
 // privilege: CREATE on the database (to create the schema) or CREATE on the
@@ -76,6 +78,32 @@ func migrate(ctx context.Context, conn *pgx.Conn, schema string) error {
 			seq bigint NOT NULL,
 			expires timestamptz NOT NULL,
 			PRIMARY KEY (hash, owner))`,
+		// Read/write locks and semaphores: one row per hold (kind 1 rw,
+		// 2 semaphore; mode 1 read, 2 write, 3 permits), per waiter, and
+		// per key in use (its read epoch).
+		`CREATE UNLOGGED TABLE IF NOT EXISTS ` + n.pheld + ` (
+			kind smallint NOT NULL,
+			hash bigint NOT NULL,
+			owner bytea NOT NULL,
+			mode smallint NOT NULL,
+			count bigint NOT NULL,
+			token bigint NOT NULL,
+			expires timestamptz NOT NULL,
+			PRIMARY KEY (kind, hash, owner, mode))`,
+		`CREATE UNLOGGED TABLE IF NOT EXISTS ` + n.pqueue + ` (
+			kind smallint NOT NULL,
+			hash bigint NOT NULL,
+			owner bytea NOT NULL,
+			mode smallint NOT NULL,
+			count bigint NOT NULL,
+			seq bigint NOT NULL,
+			expires timestamptz NOT NULL,
+			PRIMARY KEY (kind, hash, owner))`,
+		`CREATE UNLOGGED TABLE IF NOT EXISTS ` + n.pstate + ` (
+			kind smallint NOT NULL,
+			hash bigint NOT NULL,
+			token bigint NOT NULL,
+			PRIMARY KEY (kind, hash))`,
 	}
 	for _, s := range stmts {
 		if _, err := tx.Exec(ctx, s); err != nil {

@@ -35,6 +35,9 @@ type names struct {
 	fence  string // quoted fence sequence
 	held   string // quoted lock table
 	queue  string // quoted fair-queue table
+	// pheld, pqueue and pstate are the read/write lock and semaphore
+	// tables (see pattern.go).
+	pheld, pqueue, pstate string
 	// fenceLit is the fence sequence as a string literal for nextval().
 	fenceLit string
 	// channel is the LISTEN/NOTIFY channel of the schema.
@@ -48,6 +51,9 @@ func newNames(schema string) names {
 		fence:    fence,
 		held:     pgx.Identifier{schema, "lockx_held"}.Sanitize(),
 		queue:    pgx.Identifier{schema, "lockx_queue"}.Sanitize(),
+		pheld:    pgx.Identifier{schema, "lockx_pattern_held"}.Sanitize(),
+		pqueue:   pgx.Identifier{schema, "lockx_pattern_queue"}.Sanitize(),
+		pstate:   pgx.Identifier{schema, "lockx_pattern_state"}.Sanitize(),
 		fenceLit: "'" + strings.ReplaceAll(fence, "'", "''") + "'",
 		channel:  channelName(schema),
 	}
@@ -69,6 +75,16 @@ func (n names) expand(q string) string {
 	return strings.NewReplacer(
 		"{held}", n.held,
 		"{queue}", n.queue,
+		"{fence}", "nextval("+n.fenceLit+"::regclass)",
+	).Replace(q)
+}
+
+// expandPattern replaces {pheld}, {pqueue}, {pstate} and {fence} in q.
+func (n names) expandPattern(q string) string {
+	return strings.NewReplacer(
+		"{pheld}", n.pheld,
+		"{pqueue}", n.pqueue,
+		"{pstate}", n.pstate,
 		"{fence}", "nextval("+n.fenceLit+"::regclass)",
 	).Replace(q)
 }
