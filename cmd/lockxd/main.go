@@ -1,0 +1,155 @@
+// Command lockxd is the optional lock service: one HTTP/JSON API over a
+// lockx backend (Redis, PostgreSQL, or in-memory for development), with API
+// keys bound to tenants, per-tenant namespaces, quotas and rate limits,
+// Prometheus-style metrics, a health endpoint and an OpenAPI document.
+//
+// See docs/lockxd.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/memlock"
+	"github.com/lockx-go/lockx/lockx/pglock"
+	"github.com/lockx-go/lockx/lockx/redislock"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stderr, os.Getenv, nil))
+}
+
+type options struct {
+	listen, redisURL, postgresURL, prefix, schema, namespace, keysFile string
+	memory                                                             bool
+	maxLease, maxWait, grace                                           time.Duration
+}
+
+// run starts the server and blocks until ctx ends; ready, if not nil,
+// receives the bound address.
+func run(ctx context.Context, args []string, stderr io.Writer, getenv func(string) string, ready chan<- string) int {
+	fs := flag.NewFlagSet("lockxd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	fs.StringVar(&o.listen, "listen", envOr(getenv, "LOCKXD_LISTEN", "127.0.0.1:7420"), "listen `address` (env LOCKXD_LISTEN)")
+	fs.StringVar(&o.redisURL, "redis", getenv("LOCKX_REDIS_URL"), "Redis `URL` (env LOCKX_REDIS_URL)")
+	fs.StringVar(&o.postgresURL, "postgres", getenv("LOCKX_POSTGRES_URL"), "PostgreSQL `URL` (env LOCKX_POSTGRES_URL)")
+	fs.BoolVar(&o.memory, "memory", false, "use an in-process backend (development only: locks die with the process)")
+	fs.StringVar(&o.prefix, "prefix", "lockx:", "Redis key prefix of the backend")
+	fs.StringVar(&o.schema, "schema", pglock.DefaultSchema, "PostgreSQL schema of the backend")
+	fs.StringVar(&o.namespace, "namespace", pglock.DefaultNamespace, "PostgreSQL key namespace of the backend")
+	fs.StringVar(&o.keysFile, "keys", getenv("LOCKXD_KEYS_FILE"), "API keys `file` (JSON; env LOCKXD_KEYS_FILE); env LOCKXD_KEYS adds tenant=key pairs")
+	fs.DurationVar(&o.maxLease, "max-lease", 10*time.Minute, "longest lease a client may request")
+	fs.DurationVar(&o.maxWait, "max-wait", time.Minute, "longest acquire long-poll")
+	fs.DurationVar(&o.grace, "grace", 10*time.Second, "graceful shutdown: how long to let requests finish")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	fail := func(err error) int { logger.Error("lockxd", "err", err); return 1 }
+	n := 0
+	for _, b := range []bool{o.redisURL != "", o.postgresURL != "", o.memory} {
+		if b {
+			n++
+		}
+	}
+	if n != 1 {
+		fmt.Fprintln(stderr, "lockxd: want exactly one of --redis, --postgres, --memory")
+		return 2
+	}
+	tenants, err := loadKeys(o.keysFile, getenv("LOCKXD_KEYS"))
+	if err != nil {
+		return fail(err)
+	}
+	if len(tenants) == 0 {
+		fmt.Fprintln(stderr, "lockxd: no API keys: set --keys or LOCKXD_KEYS")
+		return 2
+	}
+	b, closeFn, err := connect(ctx, o)
+	if err != nil {
+		return fail(err)
+	}
+	defer closeFn()
+
+	srv := NewServer(b, Config{MaxLease: o.maxLease, MaxWait: o.maxWait, Tenants: tenants, Logger: logger})
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fail(err)
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	logger.Info("lockxd listening", "addr", ln.Addr().String(), "tenants", len(srv.auth.tenants))
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+	select {
+	case err := <-errc:
+		return fail(err)
+	case <-ctx.Done():
+	}
+	// Graceful: report draining, stop accepting, let requests (long-polls
+	// included, bounded by their wait) finish within the grace period.
+	// Locks need no hand-off: they live in the backend under their leases.
+	srv.Shutdown()
+	sctx, cancel := context.WithTimeout(context.Background(), o.grace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		_ = hs.Close()
+	}
+	logger.Info("lockxd stopped")
+	return 0
+}
+
+func envOr(getenv func(string) string, k, def string) string {
+	if v := getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// connect opens the backend as cmd/lockx does (same flags and env).
+func connect(ctx context.Context, o options) (lockx.Backend, func(), error) {
+	switch {
+	case o.memory:
+		b := memlock.New()
+		return b, func() { _ = b.Close() }, nil
+	case o.redisURL != "":
+		ro, err := redis.ParseURL(o.redisURL)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--redis: %w", err)
+		}
+		rdb := redis.NewClient(ro)
+		b := redislock.New(rdb, redislock.WithPrefix(o.prefix))
+		return b, func() { _ = b.Close(); _ = rdb.Close() }, nil
+	}
+	cfg, err := pgxpool.ParseConfig(o.postgresURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--postgres: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--postgres: %w", err)
+	}
+	b := pglock.New(pool, pglock.WithSchema(o.schema), pglock.WithNamespace(o.namespace))
+	return b, func() { _ = b.Close(); pool.Close() }, nil
+}
