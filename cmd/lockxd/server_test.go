@@ -16,11 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/memlock"
+	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/lockx/redislock"
 )
 
@@ -39,6 +41,15 @@ func backends() []backendCase {
 			prefix := fmt.Sprintf("lockxd-test:%s:%d:", t.Name(), time.Now().UnixNano())
 			b := redislock.New(rdb, redislock.WithPrefix(prefix))
 			t.Cleanup(func() { _ = b.Close(); _ = rdb.Close() })
+			return b
+		}},
+		{"postgres", func(t *testing.T) lockx.Backend {
+			pool, err := pgxpool.New(context.Background(), testenv.PostgresURL(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := pglock.New(pool, pglock.WithNamespace(fmt.Sprintf("lockxd-test-%d", time.Now().UnixNano())))
+			t.Cleanup(func() { _ = b.Close(); pool.Close() })
 			return b
 		}},
 	}
