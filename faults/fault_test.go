@@ -3,6 +3,8 @@ package faults
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"runtime"
 	"strings"
@@ -47,6 +49,9 @@ type scenario struct {
 	lease                time.Duration
 	bound                time.Duration
 	note                 string
+	// lostWithin, if set, bounds the time from the fault to holder A's
+	// Lost (it is running, so it must notice by itself).
+	lostWithin time.Duration
 	// setup starts the servers (once per scenario) and returns the holder
 	// flags of A and B.
 	setup  func(r *run) (a, b []string)
@@ -106,6 +111,39 @@ func (r *run) terminate(names ...string) int {
 		r.t.Fatal(err)
 	}
 	return n
+}
+
+// pgAddr is the host:port of the PostgreSQL URL u.
+func pgAddr(t *testing.T, u string) string {
+	t.Helper()
+	pu, err := url.Parse(u)
+	if err != nil || pu.Host == "" || pu.Query().Get("host") != "" {
+		t.Skipf("PostgreSQL URL %q is not host:port (a Unix socket?): no proxy possible", u)
+	}
+	if pu.Port() == "" {
+		return net.JoinHostPort(pu.Hostname(), "5432")
+	}
+	return pu.Host
+}
+
+// pgVia is the PostgreSQL URL u pointed at addr (a Proxy), with extra
+// query parameters.
+func pgVia(t *testing.T, u, addr string, params ...string) string {
+	t.Helper()
+	pu, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pu.Host = addr
+	q := pu.RawQuery
+	for _, p := range params {
+		if q != "" {
+			q += "&"
+		}
+		q += p
+	}
+	pu.RawQuery = q
+	return pu.String()
 }
 
 func redisArgs(addr string) []string { return []string{"-backend=redis", "-addr=" + addr} }
@@ -250,6 +288,30 @@ func scenarios() []*scenario {
 					names = append(names, fmt.Sprintf("faults-lock-%d", pid), fmt.Sprintf("faults-writer-%d", pid))
 				}
 				r.terminate(names...)
+			},
+		},
+		{
+			name: "pg-blackhole", backend: "PostgreSQL", fault: "network blackhole (both directions, proxy) between the holder and PostgreSQL; its lock sessions run with idle_session_timeout = 1.5 s",
+			handover: yes, lease: 2 * time.Second, bound: 12 * time.Second, lostWithin: 2 * time.Second,
+			note: "the holder must report Lost within 2 s (health interval 250 ms); its abandoned connection's close passes the proxy, idle_session_timeout is the server's own way out",
+			setup: func(r *run) ([]string, []string) {
+				p, err := NewProxy(pgAddr(r.t, r.regURL))
+				if err != nil {
+					r.t.Fatal(err)
+				}
+				r.proxy = p
+				r.t.Cleanup(p.Close)
+				return []string{"-backend=pg", "-lockpg=" + pgVia(r.t, r.regURL, p.Addr, "idle_session_timeout=1500")},
+					[]string{"-backend=pg", "-lockpg=" + r.regURL}
+			},
+			inject: func(r *run) {
+				r.proxy.SetBlackhole(Upstream, true)
+				r.proxy.SetBlackhole(Downstream, true)
+			},
+			heal: func(r *run) {
+				r.proxy.SetBlackhole(Upstream, false)
+				r.proxy.SetBlackhole(Downstream, false)
+				r.proxy.Reset() // connections that lost bytes are broken for good
 			},
 		},
 		{
@@ -610,8 +672,17 @@ func driveOnce(t *testing.T, sc *scenario, bin string, pool *pgxpool.Pool, url s
 			r.b.write()
 			r.b.release()
 		}
-		if lost, ok := r.a.lostAt(); ok {
+		lost, ok := r.a.lostAt()
+		if ok {
 			t.Logf("A told of the loss %v after the fault", time.Duration(lost-t0).Round(time.Millisecond))
+		}
+		if sc.lostWithin > 0 {
+			switch {
+			case !ok:
+				t.Errorf("A was never told (Lost) that it lost the lock")
+			case time.Duration(lost-t0) > sc.lostWithin:
+				t.Errorf("A told of the loss %v after the fault, later than %v", time.Duration(lost-t0), sc.lostWithin)
+			}
 		}
 		r.a.quit()
 		r.b.quit()

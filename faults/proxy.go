@@ -66,6 +66,17 @@ func (p *Proxy) fault(d Direction) (time.Duration, bool) {
 	return p.lat[d], p.hole[d]
 }
 
+// Reset closes every connection proxied so far (a TCP reset, as a network
+// gives eventually to connections whose bytes it dropped); new ones are
+// accepted as before.
+func (p *Proxy) Reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
 // Close stops listening, closes every proxied connection and waits for the
 // proxy's goroutines.
 func (p *Proxy) Close() {
