@@ -98,12 +98,13 @@ type tenant struct {
 	name string
 	cfg  TenantConfig
 
-	mu      sync.Mutex
-	tokens  float64
-	last    time.Time
-	held    map[string]time.Time // hold id -> lease expiry (as seen here)
-	pending int
-	waiting int
+	mu        sync.Mutex
+	tokens    float64
+	last      time.Time
+	held      map[string]time.Time // hold id -> lease expiry (as seen here)
+	pending   int
+	waiting   int
+	nextPurge int
 }
 
 type authenticator struct {
@@ -168,13 +169,11 @@ func (t *tenant) reserve(id string, now time.Time) bool {
 		t.pending++
 		return true
 	}
-	for k, exp := range t.held {
-		if !exp.After(now) {
-			delete(t.held, k)
-		}
-	}
 	if len(t.held)+t.pending >= t.cfg.MaxHeld {
-		return false
+		t.purge(now)
+		if len(t.held)+t.pending >= t.cfg.MaxHeld {
+			return false
+		}
 	}
 	t.pending++
 	return true
@@ -187,6 +186,20 @@ func (t *tenant) settle(id string, granted bool, expiry time.Time) {
 	t.pending--
 	if granted {
 		t.held[id] = expiry
+		if len(t.held) >= t.nextPurge {
+			// Amortized clean-up of holds whose clients let them expire.
+			t.purge(time.Now())
+			t.nextPurge = max(1024, 2*len(t.held))
+		}
+	}
+}
+
+// purge forgets holds whose lease has passed; t.mu is held.
+func (t *tenant) purge(now time.Time) {
+	for k, exp := range t.held {
+		if !exp.After(now) {
+			delete(t.held, k)
+		}
 	}
 }
 
