@@ -17,6 +17,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/lockx-go/lockx/lockx"
 )
 
@@ -35,6 +38,9 @@ type Config struct {
 	MaxWait  time.Duration // longest long-poll
 	Tenants  []TenantConfig
 	Logger   *slog.Logger
+	// MeterProvider, if set, receives the same per-tenant metrics as OTel
+	// instruments (lockxd.requests, lockxd.request.duration, lockxd.held).
+	MeterProvider metric.MeterProvider
 }
 
 // Server is lockxd's HTTP handler over one backend. It keeps no lock state
@@ -62,6 +68,9 @@ func NewServer(b lockx.Backend, cfg Config) *Server {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{b: b, cfg: cfg, auth: newAuthenticator(cfg.Tenants), mux: http.NewServeMux(), metrics: newMetrics(), log: cfg.Logger}
+	if cfg.MeterProvider != nil {
+		s.metrics.otel(cfg.MeterProvider, s.auth)
+	}
 	s.mux.HandleFunc("GET /healthz", s.health)
 	s.mux.HandleFunc("GET /metrics", s.serveMetrics)
 	s.mux.HandleFunc("GET /openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
@@ -632,6 +641,24 @@ type metrics struct {
 	mu       sync.Mutex
 	requests map[[4]string]uint64 // tenant, kind, op, status
 	seconds  map[[3]string]float64
+
+	otelRequests metric.Int64Counter
+	otelDuration metric.Float64Histogram
+}
+
+// otel registers the OTel instruments; errors leave them unset.
+func (m *metrics) otel(mp metric.MeterProvider, a *authenticator) {
+	meter := mp.Meter("github.com/lockx-go/lockx/cmd/lockxd")
+	m.otelRequests, _ = meter.Int64Counter("lockxd.requests", metric.WithDescription("API requests by tenant, kind, operation and HTTP status"))
+	m.otelDuration, _ = meter.Float64Histogram("lockxd.request.duration", metric.WithUnit("s"), metric.WithDescription("API request latency, long-polls included"))
+	_, _ = meter.Int64ObservableGauge("lockxd.held", metric.WithDescription("holds granted through this server and not yet released or expired"),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			now := time.Now()
+			for _, name := range sortedNames(a.tenants) {
+				o.Observe(int64(a.tenants[name].heldCount(now)), metric.WithAttributes(attribute.String("tenant", name)))
+			}
+			return nil
+		}))
 }
 
 func newMetrics() *metrics {
@@ -643,6 +670,12 @@ func (m *metrics) observe(tenant, k, op string, status int, d time.Duration) {
 	defer m.mu.Unlock()
 	m.requests[[4]string{tenant, k, op, strconv.Itoa(status)}]++
 	m.seconds[[3]string{tenant, k, op}] += d.Seconds()
+	if m.otelRequests != nil {
+		ctx := context.Background()
+		attrs := metric.WithAttributes(attribute.String("tenant", tenant), attribute.String("kind", k), attribute.String("op", op))
+		m.otelRequests.Add(ctx, 1, attrs, metric.WithAttributes(attribute.Int("status", status)))
+		m.otelDuration.Record(ctx, d.Seconds(), attrs)
+	}
 }
 
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {

@@ -18,6 +18,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
@@ -442,6 +444,44 @@ func TestServiceEndpoints(t *testing.T) {
 	for _, p := range []string{"/v1/locks/acquire", "/v1/locks/try-acquire", "/v1/locks/extend", "/v1/locks/release", "/v1/locks:", "/v1/rwlocks/acquire", "/v1/semaphores/usage", "/healthz", "/metrics"} {
 		if !strings.Contains(o.raw, p) {
 			t.Errorf("OpenAPI lacks %s", p)
+		}
+	}
+}
+
+func TestOTelMetrics(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	ts := httptest.NewServer(NewServer(memlock.New(), Config{Tenants: tenants(), MeterProvider: mp}))
+	defer ts.Close()
+	call(t, ts, "key-b", "POST", "/v1/locks/try-acquire", `{"key":"o","lease_ms":30000}`)
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	found := map[string]bool{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					if v, _ := p.Attributes.Value("tenant"); v.AsString() == "b" && p.Value == 1 {
+						found[m.Name] = true
+					}
+				}
+			case metricdata.Gauge[int64]:
+				for _, p := range d.DataPoints {
+					if v, _ := p.Attributes.Value("tenant"); v.AsString() == "b" && p.Value == 1 {
+						found[m.Name] = true
+					}
+				}
+			case metricdata.Histogram[float64]:
+				found[m.Name] = len(d.DataPoints) > 0
+			}
+		}
+	}
+	for _, n := range []string{"lockxd.requests", "lockxd.request.duration", "lockxd.held"} {
+		if !found[n] {
+			t.Errorf("OTel metric %s for tenant b missing: %+v", n, rm)
 		}
 	}
 }
