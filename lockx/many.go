@@ -1,0 +1,399 @@
+package lockx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+	"weak"
+)
+
+// DefaultMaxKeys is the largest number of distinct keys AcquireMany takes in
+// one set unless WithMaxKeys says otherwise.
+const DefaultMaxKeys = 64
+
+// ManyAcquirer is an optional capability: a backend that can attempt a whole
+// set of keys in one round trip (a pipeline, a multi-row statement)
+// implements it, and AcquireMany uses it for its first attempt.
+//
+// AcquireMany tries every request once, all or nothing: either every key is
+// granted to its request's owner (each Result Acquired, with the key's own
+// fencing token and lease, as Backend.Acquire would return it) or none is
+// held by the owners afterwards — a backend that granted some keys before
+// finding one refused releases them before it returns. Results are in the
+// order of reqs; a refused set reports Acquired false on at least one
+// result, with the holder's remaining lease in TTL when known. Requests come
+// sorted by key, without duplicates, all with one owner, and with Wait and
+// Fair false: waiting, fairness and retries stay with the Client, which
+// falls back to taking the keys one by one in sorted order when the set is
+// refused. An error means the outcome is unknown (it must match
+// ErrUnavailable); the Client then releases every key of the set,
+// owner-checked, before it goes on.
+//
+// The Client uses the capability only for sets taken under a fresh owner
+// (no owner in the context, so no member can be a reentrant hold) without
+// Fair or LocalFirst; everything else goes key by key.
+type ManyAcquirer interface {
+	AcquireMany(ctx context.Context, reqs []Request) ([]Result, error)
+}
+
+// maxKeysOpts holds the WithMaxKeys setting of a config, keyed by a weak
+// pointer so it keeps no Client alive (the config struct has no field for
+// it yet).
+var maxKeysOpts sync.Map // weak.Pointer[config] → int
+
+// WithMaxKeys sets the largest number of distinct keys AcquireMany and
+// TryAcquireMany accept in one set (default DefaultMaxKeys). A non-positive
+// n is an *ArgError at the call.
+func WithMaxKeys(n int) Option {
+	return func(c *config) {
+		if n <= 0 {
+			c.fail("max keys", "must be positive")
+			return
+		}
+		maxKeysOpts.Store(weak.Make(c), n)
+	}
+}
+
+// LockSet is a set of locks taken together by AcquireMany: one Lock per
+// distinct key, each with its own fencing token, released together. Its
+// Context and Lost end when any member is lost. A LockSet is safe for
+// concurrent use.
+type LockSet struct {
+	locks    []*Lock // sorted by key
+	owner    Owner
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	lost     chan struct{}
+	lostOnce sync.Once
+	stops    []func() bool
+	released atomic.Bool
+}
+
+// AcquireMany obtains the locks of every key, all or nothing. Duplicate keys
+// count once, and keys are taken in sorted order, so two callers whose sets
+// overlap never wait for each other in a cycle. The wait budget (WithWait)
+// and ctx bound the whole set. If a key cannot be taken, the keys already
+// taken are released and the error (a *KeyError with Op "acquire many")
+// names the key; it matches ErrNotAcquired as Acquire's does.
+//
+// All members share one owner: the one ctx carries (ContextWithOwner or a
+// Lock.Context), so keys that owner already holds on this client are
+// re-entered as Acquire would, or a fresh one. The set's Context carries it.
+// With the watchdog, members are renewed together, in one ExtendMany round
+// trip per renewal period on a BatchExtender backend. A backend implementing
+// ManyAcquirer is asked for the whole set in one round trip first.
+func (c *Client) AcquireMany(ctx context.Context, keys []string, opts ...Option) (*LockSet, error) {
+	return c.acquireMany(ctx, keys, opts, true)
+}
+
+// TryAcquireMany makes one attempt at every key, all or nothing: if any key
+// is held by another owner, the keys already taken are released and the
+// error, naming that key, matches ErrNotAcquired.
+func (c *Client) TryAcquireMany(ctx context.Context, keys []string, opts ...Option) (*LockSet, error) {
+	return c.acquireMany(ctx, keys, opts, false)
+}
+
+const opMany = "acquire many"
+
+func manyError(key string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ke *KeyError
+	if errors.As(err, &ke) && ke.Key == key {
+		err = ke.Err
+	}
+	return &KeyError{Op: opMany, Key: key, Err: err}
+}
+
+func (c *Client) acquireMany(ctx context.Context, keys []string, opts []Option, wait bool) (*LockSet, error) {
+	cfg := c.cfg
+	cfg.apply(opts)
+	maxKeys := DefaultMaxKeys
+	if n, ok := maxKeysOpts.Load(weak.Make(&c.cfg)); ok {
+		maxKeys = n.(int)
+	}
+	if n, ok := maxKeysOpts.LoadAndDelete(weak.Make(&cfg)); ok {
+		maxKeys = n.(int)
+	}
+	if cfg.err != nil {
+		return nil, &KeyError{Op: opMany, Err: cfg.err}
+	}
+	if ctx == nil {
+		return nil, &KeyError{Op: opMany, Err: &ArgError{Arg: "ctx", Reason: "nil"}}
+	}
+	if len(keys) == 0 {
+		return nil, &KeyError{Op: opMany, Err: &ArgError{Arg: "keys", Reason: "empty"}}
+	}
+	sorted := slices.Clone(keys)
+	slices.Sort(sorted)
+	sorted = slices.Compact(sorted)
+	for _, k := range sorted {
+		if err := c.validate(k, &cfg); err != nil {
+			return nil, manyError(k, err)
+		}
+	}
+	if len(sorted) > maxKeys {
+		return nil, &KeyError{Op: opMany, Err: &ArgError{Arg: "keys", Reason: fmt.Sprintf("%d distinct keys, more than the maximum %d", len(sorted), maxKeys)}}
+	}
+	if err := c.checkOpen(); err != nil {
+		return nil, &KeyError{Op: opMany, Err: err}
+	}
+
+	owner, explicit := OwnerFromContext(ctx)
+	if !explicit {
+		owner = NewOwner()
+		ctx = ContextWithOwner(ctx, owner)
+	}
+	var locks []*Lock
+	if ma, ok := c.b.(ManyAcquirer); ok && !explicit && !cfg.fair && !cfg.localFirst {
+		locks = c.acquireBatch(ctx, ma, sorted, owner, &cfg)
+	}
+	if locks == nil {
+		var err error
+		if locks, err = c.acquireSequential(ctx, sorted, opts, &cfg, wait); err != nil {
+			return nil, err
+		}
+	}
+	alignRenewals(locks)
+	return newLockSet(ctx, owner, locks), nil
+}
+
+// acquireSequential takes the keys one by one in sorted order, sharing the
+// wait budget; on failure it releases what it took, in reverse order.
+func (c *Client) acquireSequential(ctx context.Context, sorted []string, opts []Option, cfg *config, wait bool) ([]*Lock, error) {
+	var budgetAt time.Time
+	if wait && cfg.wait > 0 {
+		budgetAt = time.Now().Add(cfg.wait)
+	}
+	locks := make([]*Lock, 0, len(sorted))
+	kopts := append(slices.Clip(opts), nil)
+	for _, k := range sorted {
+		if !budgetAt.IsZero() {
+			left := time.Until(budgetAt)
+			if left <= 0 {
+				releaseAll(ctx, locks)
+				return nil, manyError(k, ErrNotAcquired)
+			}
+			kopts[len(kopts)-1] = WithWait(left)
+		}
+		l, err := c.acquire(ctx, k, &c.lockOps, kopts, wait)
+		if err != nil {
+			releaseAll(ctx, locks)
+			return nil, manyError(k, err)
+		}
+		locks = append(locks, l)
+	}
+	return locks, nil
+}
+
+// acquireBatch asks a ManyAcquirer for the whole set once. It returns the
+// registered locks, or nil if the set was not granted (nothing is held then).
+func (c *Client) acquireBatch(ctx context.Context, ma ManyAcquirer, sorted []string, owner Owner, cfg *config) []*Lock {
+	reqs := make([]Request, len(sorted))
+	for i, k := range sorted {
+		reqs[i] = Request{Key: k, Owner: owner, Lease: cfg.lease, QueueTTL: cfg.queueTTL}
+	}
+	start := time.Now()
+	res, err := ma.AcquireMany(ctx, reqs)
+	granted := err == nil && len(res) == len(reqs)
+	for i := 0; granted && i < len(res); i++ {
+		granted = res[i].Acquired && res[i].Token.valid()
+	}
+	if !granted {
+		if err != nil || len(res) != len(reqs) || anyAcquired(res) {
+			for _, r := range reqs { // unknown or inconsistent outcome: free all, owner-checked
+				abandon(&c.lockOps, r)
+			}
+		}
+		return nil
+	}
+	locks := make([]*Lock, 0, len(reqs))
+	for i, r := range reqs {
+		hk := holdKey{false, c.lockOps.Kind, r.Key, owner}
+		var st *acquireStats
+		if cfg.observer != nil {
+			st = &acquireStats{attempts: 1, lastStart: start}
+		}
+		l, err := c.register(ctx, &c.lockOps, hk, true, r, res[i], start, cfg, nil, st)
+		if cfg.observer != nil {
+			c.observeAcquire(ctx, cfg.observer, r.Key, &c.lockOps, cfg, false, start, st, l, keyError("acquire", r.Key, err))
+		}
+		if err != nil { // the client closed meanwhile: register freed this key
+			releaseAll(ctx, locks)
+			for _, r := range reqs[i+1:] {
+				abandon(&c.lockOps, r)
+			}
+			return nil
+		}
+		locks = append(locks, l)
+	}
+	return locks
+}
+
+func anyAcquired(res []Result) bool {
+	for _, r := range res {
+		if r.Acquired {
+			return true
+		}
+	}
+	return false
+}
+
+// alignRenewals moves every watchdog member's next renewal to the earliest
+// one of the set, so the watchdog renews the set together (one ExtendMany)
+// from then on. Renewing early is always safe; the earliest renewal is
+// already known to the watchdog, so it need not be woken.
+func alignRenewals(locks []*Lock) {
+	var first time.Time
+	for _, l := range locks {
+		h := l.h
+		h.mu.Lock()
+		if h.watchdog && !h.finished && (first.IsZero() || h.nextRenew.Before(first)) {
+			first = h.nextRenew
+		}
+		h.mu.Unlock()
+	}
+	if first.IsZero() {
+		return
+	}
+	for _, l := range locks {
+		h := l.h
+		h.mu.Lock()
+		if h.watchdog && !h.finished && h.nextRenew.After(first) {
+			h.nextRenew = first
+		}
+		h.mu.Unlock()
+	}
+}
+
+// releaseAll releases locks in reverse order, best effort.
+func releaseAll(ctx context.Context, locks []*Lock) error {
+	rctx := context.WithoutCancel(ctx)
+	var errs []error
+	for i := len(locks) - 1; i >= 0; i-- {
+		if err := locks[i].Release(rctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func newLockSet(ctx context.Context, owner Owner, locks []*Lock) *LockSet {
+	s := &LockSet{locks: locks, owner: owner, lost: make(chan struct{})}
+	s.ctx, s.cancel = context.WithCancelCause(ContextWithOwner(context.WithoutCancel(ctx), owner))
+	for _, l := range locks {
+		lctx := l.Context()
+		s.stops = append(s.stops, context.AfterFunc(lctx, func() { s.memberEnded(context.Cause(lctx)) }))
+	}
+	return s
+}
+
+// memberEnded ends the set's context with the cause a member's context
+// ended with; a lost member also closes Lost.
+func (s *LockSet) memberEnded(cause error) {
+	if errors.Is(cause, ErrLost) {
+		s.cancel(ErrLost) // before Lost closes, so a reader woken by Lost sees the cause
+		s.lostOnce.Do(func() { close(s.lost) })
+		return
+	}
+	s.cancel(cause)
+}
+
+// Keys returns the set's distinct keys in sorted order (the order they were
+// taken in).
+func (s *LockSet) Keys() []string {
+	if s == nil {
+		return nil
+	}
+	keys := make([]string, len(s.locks))
+	for i, l := range s.locks {
+		keys[i] = l.Key()
+	}
+	return keys
+}
+
+// Locks returns the members' handles, sorted by key. They belong to the
+// set: release the set, not them.
+func (s *LockSet) Locks() []*Lock {
+	if s == nil {
+		return nil
+	}
+	return slices.Clone(s.locks)
+}
+
+// Lock returns the member handle of key, or nil if key is not in the set.
+func (s *LockSet) Lock(key string) *Lock {
+	if s == nil {
+		return nil
+	}
+	i, ok := slices.BinarySearchFunc(s.locks, key, func(l *Lock, k string) int {
+		switch {
+		case l.Key() < k:
+			return -1
+		case l.Key() > k:
+			return 1
+		}
+		return 0
+	})
+	if !ok {
+		return nil
+	}
+	return s.locks[i]
+}
+
+// Token returns key's fencing token in the set, or 0 if key is not in it.
+func (s *LockSet) Token(key string) Token { return s.Lock(key).Token() }
+
+// Owner returns the owner every member is held under.
+func (s *LockSet) Owner() Owner {
+	if s == nil {
+		return ""
+	}
+	return s.owner
+}
+
+// Lost returns a channel that is closed when any member's lease is lost.
+// It is not closed by Release.
+func (s *LockSet) Lost() <-chan struct{} {
+	if s == nil {
+		return closedChan
+	}
+	return s.lost
+}
+
+// Context returns a context that carries the set's owner (so Acquire or
+// AcquireMany under it re-enters the members) and is cancelled when any
+// member is lost (cause ErrLost), when the set is released (ErrReleased) or
+// when the client is closed (ErrClosed). Like Lock.Context, it keeps the
+// values but not the cancellation of the context given to AcquireMany.
+func (s *LockSet) Context() context.Context {
+	if s == nil {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(ErrNotHeld)
+		return ctx
+	}
+	return s.ctx
+}
+
+// Release releases every member, in reverse order of acquisition, and
+// cancels the set's context with ErrReleased. Every member is released even
+// if some fail; the errors are joined (a lost member's matches ErrLost).
+// Releasing a set twice returns ErrNotHeld.
+func (s *LockSet) Release(ctx context.Context) error {
+	if s == nil || !s.released.CompareAndSwap(false, true) {
+		return &KeyError{Op: "release many", Err: ErrNotHeld}
+	}
+	for _, stop := range s.stops {
+		stop()
+	}
+	s.cancel(ErrReleased)
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return releaseAll(ctx, s.locks)
+}

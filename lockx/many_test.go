@@ -1,0 +1,233 @@
+package lockx_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/memlock"
+)
+
+func TestAcquireManyRenewsInOneBatch(t *testing.T) {
+	f := newFlaky()
+	lease := 300 * time.Millisecond
+	c := lockx.New(f, lockx.WithWatchdog(lease))
+	defer c.Close()
+	keys := make([]string, 10)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("set:%d", i)
+	}
+	// One member is busy for a while, so the set is taken over a span longer
+	// than the watchdog's batching window (lease/12): the members' renewal
+	// schedules must still be aligned into one round trip.
+	other := lockx.New(f.Backend)
+	defer other.Close()
+	busy, err := other.Acquire(context.Background(), keys[7])
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(60*time.Millisecond, func() { _ = busy.Release(context.Background()) })
+	ls, err := c.AcquireMany(context.Background(), keys, lockx.WithBackoff(5*time.Millisecond, 10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls0, batches0 := f.extendCalls.Load(), f.extendBatches.Load()
+	time.Sleep(2*lease + lease/3)
+	calls, batches := f.extendCalls.Load()-calls0, f.extendBatches.Load()-batches0
+	if batches < 2 {
+		t.Fatalf("%d renewal batches over 2+ periods", batches)
+	}
+	if calls != 10*batches {
+		t.Fatalf("%d renewals in %d round trips: want all 10 members in every one", calls, batches)
+	}
+	if err := ls.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	before := f.extendCalls.Load()
+	time.Sleep(lease)
+	if after := f.extendCalls.Load(); after != before {
+		t.Fatalf("%d renewals after the set was released", after-before)
+	}
+}
+
+// manyBackend adds ManyAcquirer to flaky, granting all or nothing over the
+// in-process backend, and counts the calls of both paths.
+type manyBackend struct {
+	*flaky
+	batches     atomic.Int32
+	singles     atomic.Int32
+	failBatches atomic.Int32 // apply the next n batches, then report a failure
+}
+
+func (m *manyBackend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+	m.singles.Add(1)
+	return m.flaky.Acquire(ctx, req)
+}
+
+func (m *manyBackend) AcquireMany(ctx context.Context, reqs []lockx.Request) ([]lockx.Result, error) {
+	m.batches.Add(1)
+	res := make([]lockx.Result, len(reqs))
+	for i, r := range reqs {
+		got, err := m.flaky.Backend.Acquire(ctx, r)
+		if err != nil || !got.Acquired {
+			for _, taken := range reqs[:i] {
+				_ = m.flaky.Backend.Release(ctx, taken.Key, taken.Owner)
+			}
+			res[i] = got
+			return res, err
+		}
+		res[i] = got
+	}
+	if m.failBatches.Add(-1) >= 0 {
+		return nil, lockx.Unavailable("acquire many", errWire)
+	}
+	return res, nil
+}
+
+func TestAcquireManyUsesManyAcquirer(t *testing.T) {
+	m := &manyBackend{flaky: newFlaky()}
+	c := lockx.New(m)
+	defer c.Close()
+	ctx := context.Background()
+	keys := []string{"b", "a", "c", "d"}
+
+	ls, err := c.TryAcquireMany(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, s := m.batches.Load(), m.singles.Load(); b != 1 || s != 0 {
+		t.Fatalf("uncontended set: %d batch and %d single attempts, want 1 and 0", b, s)
+	}
+	for _, k := range ls.Keys() {
+		if ls.Token(k) == 0 {
+			t.Fatalf("no token for %q", k)
+		}
+	}
+	if err := ls.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// A refused batch falls back to waiting key by key.
+	other := lockx.New(m.flaky.Backend)
+	defer other.Close()
+	busy, err := other.Acquire(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(50*time.Millisecond, func() { _ = busy.Release(context.Background()) })
+	ls, err = c.AcquireMany(ctx, keys, lockx.WithBackoff(5*time.Millisecond, 10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.singles.Load() == 0 {
+		t.Fatal("refused batch did not fall back to single attempts")
+	}
+	if err := ls.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// A batch whose outcome is unknown is released and retried key by key:
+	// nothing stays held by the abandoned attempt.
+	m.failBatches.Store(1)
+	ls, err = c.AcquireMany(ctx, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		l, err := other.TryAcquire(ctx, k)
+		if err != nil {
+			t.Fatalf("%q left held: %v", k, err)
+		}
+		_ = l.Release(ctx)
+	}
+
+	// An owner in the context (reentrancy) takes the key-by-key path.
+	b0 := m.batches.Load()
+	l, err := c.Acquire(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err = c.AcquireMany(l.Context(), keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.batches.Load() != b0 || ls.Token("a") != l.Token() {
+		t.Fatal("set under an owner's context did not re-enter key by key")
+	}
+	_ = ls.Release(ctx)
+	_ = l.Release(ctx)
+}
+
+func TestAcquireManyClosedClient(t *testing.T) {
+	c := lockx.New(memlock.New())
+	_ = c.Close()
+	if _, err := c.AcquireMany(context.Background(), []string{"a"}); !errors.Is(err, lockx.ErrClosed) {
+		t.Fatalf("AcquireMany after Close = %v, want ErrClosed", err)
+	}
+}
+
+func TestAcquireManyClientMaxKeys(t *testing.T) {
+	c := lockx.New(memlock.New(), lockx.WithMaxKeys(2))
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.AcquireMany(ctx, []string{"a", "b", "c"}); !errors.Is(err, lockx.ErrInvalidArgument) {
+		t.Fatalf("3 keys over a client max of 2: %v", err)
+	}
+	// A per-call option overrides the client's.
+	ls, err := c.AcquireMany(ctx, []string{"a", "b", "c"}, lockx.WithMaxKeys(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = ls.Release(ctx)
+	// Duplicates count once.
+	ls, err = c.AcquireMany(ctx, []string{"a", "b", "a", "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = ls.Release(ctx)
+}
+
+func TestLockSetClientClose(t *testing.T) {
+	c := lockx.New(memlock.New())
+	ls, err := c.AcquireMany(context.Background(), []string{"a", "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	<-ls.Context().Done()
+	if !errors.Is(context.Cause(ls.Context()), lockx.ErrClosed) {
+		t.Fatalf("cause %v, want ErrClosed", context.Cause(ls.Context()))
+	}
+}
+
+func ExampleClient_AcquireMany() {
+	locks := lockx.New(memlock.New())
+	defer locks.Close()
+	ctx := context.Background()
+
+	// A transfer locks both accounts. Keys are taken in sorted order, so a
+	// transfer the other way round cannot deadlock with this one.
+	set, err := locks.AcquireMany(ctx, []string{"account:B", "account:A"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer set.Release(ctx)
+	fmt.Println(set.Keys())
+	fmt.Println(set.Token("account:A") > 0, set.Token("account:B") > 0)
+
+	// Every member is held: a set overlapping it is refused as a whole.
+	_, err = locks.TryAcquireMany(ctx, []string{"account:C", "account:B"})
+	fmt.Println(errors.Is(err, lockx.ErrNotAcquired))
+	// Output:
+	// [account:A account:B]
+	// true true
+	// true
+}
