@@ -64,7 +64,8 @@
 // share) lives in lockx_pattern_state while the key is in use. Each
 // operation is one transaction on a pool connection (not a holder session)
 // that first takes pg_advisory_xact_lock on the key's pattern hash, so all
-// decisions on a key are serialised. Expired rows are purged by every
+// decisions on a key are serialised; its statements are pipelined, so an
+// acquisition costs two round trips and a release one. Expired rows are purged by every
 // decision, so a crashed holder's reads or permits return when its lease
 // ends; rows are not tied to a session, so only Release (the Client does
 // it on Close) or expiry frees them. Releases NOTIFY the schema's channel

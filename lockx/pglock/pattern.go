@@ -48,9 +48,14 @@ func (b *Backend) patternLock(kind int, key string) int64 {
 	return keyHash(b.cfg.namespace+"\x00sem", key)
 }
 
-// patternTx runs fn in one transaction holding the key's decision lock,
-// creating the schema first if it is missing and auto-migration is on.
-func (b *Backend) patternTx(ctx context.Context, op string, kind int, key string, fn func(tx pgx.Tx, hash int64) error) error {
+// patternTx runs fn on one pool connection, creating the schema first if
+// it is missing and auto-migration is on. fn sends its statements in
+// batches (one round trip each); a batch that starts with sqlBegin opens a
+// transaction that a later batch commits, and its first statements take
+// the key's decision lock (sqlDecide) and purge expired rows (sqlPurge). A
+// connection left inside a transaction by an error is destroyed by the pool
+// on release, which rolls the transaction back.
+func (b *Backend) patternTx(ctx context.Context, op string, kind int, key string, fn func(c *pgx.Conn, hash, lock int64) error) error {
 	if b.cfg.err != nil {
 		return b.cfg.err
 	}
@@ -63,14 +68,14 @@ func (b *Backend) patternTx(ctx context.Context, op string, kind int, key string
 	if closed {
 		return unavailable(op, errClosed)
 	}
-	hash := b.hash(key)
+	hash, lock := b.hash(key), b.patternLock(kind, key)
 	run := func() error {
-		return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", b.patternLock(kind, key)); err != nil {
-				return err
-			}
-			return fn(tx, hash)
-		})
+		conn, err := b.pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Release()
+		return fn(conn.Conn(), hash, lock)
 	}
 	err := run()
 	if err != nil && isMissingSchema(err) && b.cfg.autoMigrate {
@@ -90,37 +95,35 @@ func (b *Backend) patternTx(ctx context.Context, op string, kind int, key string
 	return unavailable(op, usageError(err, b.names))
 }
 
-// purge deletes the key's expired holds and queue entries.
-func (b *Backend) purge(ctx context.Context, tx pgx.Tx, kind int, hash int64) error {
-	_, err := tx.Exec(ctx, b.names.expandPattern(`WITH a AS (DELETE FROM {pheld} WHERE kind = $1 AND hash = $2 AND expires <= clock_timestamp()),
+// The fixed head of a decision: take the key's decision lock, then drop
+// its expired holds and queue entries.
+const (
+	sqlDecide = `SELECT pg_advisory_xact_lock($1)`
+	sqlPurge  = `WITH a AS (DELETE FROM {pheld} WHERE kind = $1 AND hash = $2 AND expires <= clock_timestamp()),
 		b AS (DELETE FROM {pqueue} WHERE kind = $1 AND hash = $2 AND expires <= clock_timestamp())
-		SELECT 1`), kind, hash)
-	return err
+		SELECT 1`
+)
+
+// head queues the decision lock and purge of a key on batch.
+func (b *Backend) head(batch *pgx.Batch, kind int, hash, lock int64) {
+	batch.Queue(sqlDecide, lock)
+	batch.Queue(b.names.expandPattern(sqlPurge), kind, hash)
 }
 
-// notify wakes the key's watchers in every process.
-func (b *Backend) notify(ctx context.Context, tx pgx.Tx, hash int64) error {
-	_, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", b.names.channel, string(b.payload(hash)))
-	return err
-}
+// sqlIdle forgets the key's read epoch once nobody holds or awaits it.
+const sqlIdle = `DELETE FROM {pstate} s WHERE s.kind = $1 AND s.hash = $2
+	AND NOT EXISTS (SELECT 1 FROM {pheld} h WHERE h.kind = $1 AND h.hash = $2)
+	AND NOT EXISTS (SELECT 1 FROM {pqueue} q WHERE q.kind = $1 AND q.hash = $2)`
 
-// idle forgets the key's read epoch once nobody holds or awaits it.
-func (b *Backend) idle(ctx context.Context, tx pgx.Tx, kind int, hash int64) error {
-	_, err := tx.Exec(ctx, b.names.expandPattern(`DELETE FROM {pstate} s WHERE s.kind = $1 AND s.hash = $2
-		AND NOT EXISTS (SELECT 1 FROM {pheld} h WHERE h.kind = $1 AND h.hash = $2)
-		AND NOT EXISTS (SELECT 1 FROM {pqueue} q WHERE q.kind = $1 AND q.hash = $2)`), kind, hash)
-	return err
-}
+// sqlEnqueue adds owner to the key's queue or refreshes its entry
+// (keeping its place). $1 kind, $2 hash, $3 owner, $4 mode, $5 count,
+// $6 queue TTL ms.
+const sqlEnqueue = `INSERT INTO {pqueue} (kind, hash, owner, mode, count, seq, expires)
+	VALUES ($1, $2, $3, $4, $5, {fence}, clock_timestamp() + $6 * interval '1 millisecond')
+	ON CONFLICT (kind, hash, owner) DO UPDATE SET mode = EXCLUDED.mode, count = EXCLUDED.count, expires = EXCLUDED.expires`
 
-// enqueue adds owner to the key's queue or refreshes its entry (keeping its
-// place).
-func (b *Backend) enqueuePattern(ctx context.Context, tx pgx.Tx, kind int, hash int64, owner lockx.Owner, mode int, count int64, qttl time.Duration) error {
-	_, err := tx.Exec(ctx, b.names.expandPattern(`INSERT INTO {pqueue} (kind, hash, owner, mode, count, seq, expires)
-		VALUES ($1, $2, $3, $4, $5, {fence}, clock_timestamp() + $6 * interval '1 millisecond')
-		ON CONFLICT (kind, hash, owner) DO UPDATE SET mode = EXCLUDED.mode, count = EXCLUDED.count, expires = EXCLUDED.expires`),
-		kind, hash, []byte(owner), mode, count, ms(qttl))
-	return err
-}
+// sqlDequeue withdraws $3 from the key's queue.
+const sqlDequeue = `DELETE FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner = $3`
 
 func (b *Backend) queueTTL(d time.Duration) time.Duration {
 	if d <= 0 {
@@ -132,133 +135,108 @@ func (b *Backend) queueTTL(d time.Duration) time.Duration {
 // ownSeq is owner's place in the queue, or nil if it is not queued.
 const sqlOwnSeq = `(SELECT seq FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner = $3)`
 
-// AcquireRW implements lockx.RWBackend in one transaction.
+// sqlRWState reads everything a read/write decision needs, for owner $3:
+// its own modes (bit 1 read, 2 write), other writers, other readers, the
+// blocking writer's and the first reader's remaining lease (ms), whether
+// the queue's head is someone else, and whether a writer is queued ahead
+// of $3.
+const sqlRWState = `SELECT
+	coalesce(bit_or(CASE WHEN h.owner = $3 THEN h.mode END), 0)::int8,
+	count(*) FILTER (WHERE h.owner <> $3 AND h.mode = 2),
+	count(*) FILTER (WHERE h.owner <> $3 AND h.mode = 1),
+	(extract(epoch FROM max(h.expires) FILTER (WHERE h.owner <> $3 AND h.mode = 2) - clock_timestamp()) * 1000)::int8,
+	(extract(epoch FROM min(h.expires) FILTER (WHERE h.owner <> $3 AND h.mode = 1) - clock_timestamp()) * 1000)::int8,
+	coalesce((SELECT q.owner <> $3 FROM {pqueue} q WHERE q.kind = $1 AND q.hash = $2 ORDER BY q.seq LIMIT 1), false),
+	EXISTS (SELECT 1 FROM {pqueue} q WHERE q.kind = $1 AND q.hash = $2 AND q.mode = 2 AND q.owner <> $3
+		AND q.seq < coalesce(` + sqlOwnSeq + `, 9223372036854775807))
+	FROM {pheld} h WHERE h.kind = $1 AND h.hash = $2`
+
+// sqlHold records (or renews) owner $3's mode $4 hold with the key's
+// current token. $5 lease ms.
+const sqlHold = `INSERT INTO {pheld} (kind, hash, owner, mode, count, token, expires)
+	VALUES ($1, $2, $3, $4, 1, (SELECT token FROM {pstate} WHERE kind = $1 AND hash = $2), clock_timestamp() + $5 * interval '1 millisecond')
+	ON CONFLICT (kind, hash, owner, mode) DO UPDATE SET expires = EXCLUDED.expires, token = EXCLUDED.token
+	RETURNING token`
+
+// AcquireRW implements lockx.RWBackend in one transaction of two round
+// trips: the state, then the decision's writes and the commit.
 func (b *Backend) AcquireRW(ctx context.Context, mode lockx.RWMode, req lockx.Request) (lockx.Result, error) {
 	if mode != lockx.ModeRead && mode != lockx.ModeWrite {
 		return lockx.Result{}, &lockx.ArgError{Arg: "mode", Reason: "neither read nor write"}
 	}
 	var res lockx.Result
 	owner := []byte(req.Owner)
-	err := b.patternTx(ctx, "acquire "+mode.String(), kindRW, req.Key, func(tx pgx.Tx, hash int64) error {
-		if err := b.purge(ctx, tx, kindRW, hash); err != nil {
-			return err
-		}
-		// Who holds the key: this owner's modes, another writer, other
-		// readers, and the blocker's remaining lease.
+	err := b.patternTx(ctx, "acquire "+mode.String(), kindRW, req.Key, func(c *pgx.Conn, hash, lock int64) error {
 		var mine, otherW, otherR int64
 		var wttl, rttl *int64
-		if err := tx.QueryRow(ctx, b.names.expandPattern(`SELECT
-			coalesce(bit_or(CASE WHEN owner = $3 THEN mode END), 0)::int8,
-			count(*) FILTER (WHERE owner <> $3 AND mode = 2),
-			count(*) FILTER (WHERE owner <> $3 AND mode = 1),
-			(extract(epoch FROM max(expires) FILTER (WHERE owner <> $3 AND mode = 2) - clock_timestamp()) * 1000)::int8,
-			(extract(epoch FROM min(expires) FILTER (WHERE owner <> $3 AND mode = 1) - clock_timestamp()) * 1000)::int8
-			FROM {pheld} WHERE kind = $1 AND hash = $2`), kindRW, hash, owner).Scan(&mine, &otherW, &otherR, &wttl, &rttl); err != nil {
+		var headOther, writerAhead bool
+		first := &pgx.Batch{}
+		first.Queue("BEGIN")
+		b.head(first, kindRW, hash, lock)
+		first.Queue(b.names.expandPattern(sqlRWState), kindRW, hash, owner).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&mine, &otherW, &otherR, &wttl, &rttl, &headOther, &writerAhead)
+		})
+		if err := c.SendBatch(ctx, first).Close(); err != nil {
 			return err
 		}
-		refuse := func(queue bool) error {
+		second := &pgx.Batch{}
+		var tok int64
+		granted := false
+		m := rowRead
+		if mode == lockx.ModeWrite {
+			m = rowWrite
+		}
+		grant := func() {
+			granted = true
+			second.Queue(b.names.expandPattern(sqlHold), kindRW, hash, owner, m, ms(req.Lease)).QueryRow(func(row pgx.Row) error {
+				return row.Scan(&tok)
+			})
+			second.Queue(b.names.expandPattern(sqlDequeue), kindRW, hash, owner)
+		}
+		refuse := func(queue bool) {
 			switch {
 			case wttl != nil:
 				res = lockx.Result{TTL: time.Duration(max(*wttl, 0)) * time.Millisecond}
 			case rttl != nil:
 				res = lockx.Result{TTL: time.Duration(max(*rttl, 0)) * time.Millisecond}
-			default:
-				res = lockx.Result{}
 			}
 			if req.Wait && queue {
-				m := rowRead
-				if mode == lockx.ModeWrite {
-					m = rowWrite
-				}
-				return b.enqueuePattern(ctx, tx, kindRW, hash, req.Owner, m, 1, b.queueTTL(req.QueueTTL))
+				second.Queue(b.names.expandPattern(sqlEnqueue), kindRW, hash, owner, m, int64(1), ms(b.queueTTL(req.QueueTTL)))
 			}
-			return nil
 		}
-		grant := func(tok int64) error {
-			res = lockx.Result{Acquired: true, Token: lockx.Token(tok), TTL: req.Lease}
-			_, err := tx.Exec(ctx, b.names.expandPattern(`DELETE FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner = $3`), kindRW, hash, owner)
-			return err
-		}
-		hold := func(m int, tok int64) error {
-			_, err := tx.Exec(ctx, b.names.expandPattern(`INSERT INTO {pheld} (kind, hash, owner, mode, count, token, expires)
-				VALUES ($1, $2, $3, $4, 1, $5, clock_timestamp() + $6 * interval '1 millisecond')
-				ON CONFLICT (kind, hash, owner, mode) DO UPDATE SET expires = EXCLUDED.expires, token = EXCLUDED.token`),
-				kindRW, hash, owner, m, tok, ms(req.Lease))
-			return err
-		}
-		if mode == lockx.ModeWrite {
-			if mine&rowWrite != 0 { // idempotent per owner
-				var tok int64
-				if err := tx.QueryRow(ctx, b.names.expandPattern(`UPDATE {pheld} SET expires = clock_timestamp() + $4 * interval '1 millisecond'
-					WHERE kind = $1 AND hash = $2 AND owner = $3 AND mode = 2 RETURNING token`), kindRW, hash, owner, ms(req.Lease)).Scan(&tok); err != nil {
-					return err
-				}
-				return grant(tok)
-			}
-			if mine&rowRead != 0 {
-				return lockx.ErrUpgrade
-			}
-			if otherW > 0 || otherR > 0 {
-				return refuse(true)
-			}
-			var head []byte
-			err := tx.QueryRow(ctx, b.names.expandPattern(`SELECT owner FROM {pqueue} WHERE kind = $1 AND hash = $2 ORDER BY seq LIMIT 1`), kindRW, hash).Scan(&head)
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return err
-			}
-			if head != nil && string(head) != string(owner) {
-				return refuse(true)
-			}
-			var tok int64
-			if err := tx.QueryRow(ctx, b.names.expandPattern(`INSERT INTO {pstate} (kind, hash, token) VALUES ($1, $2, {fence})
-				ON CONFLICT (kind, hash) DO UPDATE SET token = EXCLUDED.token RETURNING token`), kindRW, hash).Scan(&tok); err != nil {
-				return err
-			}
-			if err := hold(rowWrite, tok); err != nil {
-				return err
-			}
-			return grant(tok)
-		}
-		// Read side.
-		epoch := func() (int64, error) {
-			var tok int64
-			err := tx.QueryRow(ctx, b.names.expandPattern(`INSERT INTO {pstate} (kind, hash, token) VALUES ($1, $2, {fence})
-				ON CONFLICT (kind, hash) DO UPDATE SET token = {pstate}.token RETURNING token`), kindRW, hash).Scan(&tok)
-			return tok, err
-		}
-		if mine&rowRead != 0 { // idempotent per owner
-			tok, err := epoch()
-			if err != nil {
-				return err
-			}
-			if err := hold(rowRead, tok); err != nil {
-				return err
-			}
-			return grant(tok)
-		}
-		if otherW > 0 {
-			return refuse(req.Fair)
-		}
-		if req.Fair && mine&rowWrite == 0 {
+		switch {
+		case mode == lockx.ModeWrite && mine&rowWrite != 0: // idempotent per owner
+			grant()
+		case mode == lockx.ModeWrite && mine&rowRead != 0:
+			return lockx.ErrUpgrade
+		case mode == lockx.ModeWrite && (otherW > 0 || otherR > 0 || headOther):
+			refuse(true)
+		case mode == lockx.ModeWrite:
+			// A new write: a new token, which later readers share.
+			second.Queue(b.names.expandPattern(`INSERT INTO {pstate} (kind, hash, token) VALUES ($1, $2, {fence})
+				ON CONFLICT (kind, hash) DO UPDATE SET token = EXCLUDED.token`), kindRW, hash)
+			grant()
+		case mine&rowRead != 0: // idempotent per owner
+			grant()
+		case otherW > 0:
+			refuse(req.Fair)
+		case req.Fair && mine&rowWrite == 0 && writerAhead:
 			// Writer preference: a writer queued ahead of us goes first.
-			var blocked bool
-			if err := tx.QueryRow(ctx, b.names.expandPattern(`SELECT EXISTS (SELECT 1 FROM {pqueue}
-				WHERE kind = $1 AND hash = $2 AND mode = 2 AND owner <> $3
-				AND seq < coalesce(`+sqlOwnSeq+`, 9223372036854775807))`), kindRW, hash, owner).Scan(&blocked); err != nil {
-				return err
-			}
-			if blocked {
-				return refuse(true)
-			}
+			refuse(true)
+		default:
+			// The key's read epoch, or a fresh token if it was idle.
+			second.Queue(b.names.expandPattern(`INSERT INTO {pstate} (kind, hash, token) VALUES ($1, $2, {fence})
+				ON CONFLICT (kind, hash) DO NOTHING`), kindRW, hash)
+			grant()
 		}
-		tok, err := epoch()
-		if err != nil {
+		second.Queue("COMMIT")
+		if err := c.SendBatch(ctx, second).Close(); err != nil {
 			return err
 		}
-		if err := hold(rowRead, tok); err != nil {
-			return err
+		if granted {
+			res = lockx.Result{Acquired: true, Token: lockx.Token(tok), TTL: req.Lease}
 		}
-		return grant(tok)
+		return nil
 	})
 	if err != nil {
 		return lockx.Result{}, err
@@ -278,9 +256,11 @@ func (b *Backend) ExtendRW(ctx context.Context, mode lockx.RWMode, key string, o
 	return b.extendPattern(ctx, "extend "+mode.String(), kindRW, key, owner, m, lease)
 }
 
+// extendPattern renews a live hold in one statement: it needs no decision
+// lock, since it only moves its own row's lease.
 func (b *Backend) extendPattern(ctx context.Context, op string, kind int, key string, owner lockx.Owner, m int, lease time.Duration) error {
-	return b.patternTx(ctx, op, kind, key, func(tx pgx.Tx, hash int64) error {
-		tag, err := tx.Exec(ctx, b.names.expandPattern(`UPDATE {pheld} SET expires = clock_timestamp() + $5 * interval '1 millisecond'
+	return b.patternTx(ctx, op, kind, key, func(c *pgx.Conn, hash, _ int64) error {
+		tag, err := c.Exec(ctx, b.names.expandPattern(`UPDATE {pheld} SET expires = clock_timestamp() + $5 * interval '1 millisecond'
 			WHERE kind = $1 AND hash = $2 AND owner = $3 AND mode = $4 AND expires > clock_timestamp()`), kind, hash, []byte(owner), m, ms(lease))
 		if err != nil {
 			return err
@@ -304,38 +284,37 @@ func (b *Backend) ReleaseRW(ctx context.Context, mode lockx.RWMode, key string, 
 	return b.releasePattern(ctx, "release "+mode.String(), kindRW, key, owner, m)
 }
 
+// releasePattern frees a hold and withdraws its owner from the queue in one
+// round trip (one implicit transaction), notifying the key's watchers if
+// anything changed.
 func (b *Backend) releasePattern(ctx context.Context, op string, kind int, key string, owner lockx.Owner, m int) error {
-	var held bool
-	err := b.patternTx(ctx, op, kind, key, func(tx pgx.Tx, hash int64) error {
-		if err := b.purge(ctx, tx, kind, hash); err != nil {
-			return err
-		}
-		tag, err := tx.Exec(ctx, b.names.expandPattern(`DELETE FROM {pheld} WHERE kind = $1 AND hash = $2 AND owner = $3 AND mode = $4`), kind, hash, []byte(owner), m)
-		if err != nil {
-			return err
-		}
-		held = tag.RowsAffected() > 0
-		q, err := tx.Exec(ctx, b.names.expandPattern(`DELETE FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner = $3`), kind, hash, []byte(owner))
-		if err != nil {
-			return err
-		}
-		if held || q.RowsAffected() > 0 {
-			if err := b.notify(ctx, tx, hash); err != nil {
-				return err
-			}
-		}
-		return b.idle(ctx, tx, kind, hash)
+	var held int64
+	err := b.patternTx(ctx, op, kind, key, func(c *pgx.Conn, hash, lock int64) error {
+		batch := &pgx.Batch{}
+		b.head(batch, kind, hash, lock)
+		batch.Queue(b.names.expandPattern(`WITH d AS (DELETE FROM {pheld} WHERE kind = $1 AND hash = $2 AND owner = $3 AND mode = $4 RETURNING 1),
+			q AS (DELETE FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner = $3 RETURNING 1)
+			SELECT (SELECT count(*) FROM d),
+				CASE WHEN EXISTS (SELECT 1 FROM d) OR EXISTS (SELECT 1 FROM q)
+				THEN length(pg_notify($5::text, $6::text)::text) END::int8`),
+			kind, hash, []byte(owner), m, b.names.channel, string(b.payload(hash))).QueryRow(func(row pgx.Row) error {
+			var n *int64
+			return row.Scan(&held, &n)
+		})
+		batch.Queue(b.names.expandPattern(sqlIdle), kind, hash)
+		return c.SendBatch(ctx, batch).Close()
 	})
 	if err != nil {
 		return err
 	}
-	if !held {
+	if held == 0 {
 		return lockx.ErrNotHeld
 	}
 	return nil
 }
 
-// AcquirePermits implements lockx.SemaphoreBackend in one transaction.
+// AcquirePermits implements lockx.SemaphoreBackend in one transaction of
+// two round trips.
 func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (lockx.Result, error) {
 	switch {
 	case req.Limit <= 0:
@@ -347,59 +326,64 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 	}
 	var res lockx.Result
 	owner := []byte(req.Owner)
-	err := b.patternTx(ctx, "acquire permits", kindSem, req.Key, func(tx pgx.Tx, hash int64) error {
-		if err := b.purge(ctx, tx, kindSem, hash); err != nil {
-			return err
-		}
-		var tok *int64
-		err := tx.QueryRow(ctx, b.names.expandPattern(`UPDATE {pheld} SET expires = clock_timestamp() + $4 * interval '1 millisecond'
-			WHERE kind = $1 AND hash = $2 AND owner = $3 AND mode = 3 RETURNING token`), kindSem, hash, owner, ms(req.Lease)).Scan(&tok)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		if tok != nil { // idempotent per owner
-			res = lockx.Result{Acquired: true, Token: lockx.Token(*tok), TTL: req.Lease}
-			return nil
-		}
+	err := b.patternTx(ctx, "acquire permits", kindSem, req.Key, func(c *pgx.Conn, hash, lock int64) error {
+		var own *int64
 		var inUse, ahead int64
 		var ttl *int64
-		if err := tx.QueryRow(ctx, b.names.expandPattern(`SELECT
+		first := &pgx.Batch{}
+		first.Queue("BEGIN")
+		b.head(first, kindSem, hash, lock)
+		// A holder's repeat renews its lease (idempotent per owner).
+		first.Queue(b.names.expandPattern(`UPDATE {pheld} SET expires = clock_timestamp() + $4 * interval '1 millisecond'
+			WHERE kind = $1 AND hash = $2 AND owner = $3 AND mode = 3 RETURNING token`), kindSem, hash, owner, ms(req.Lease)).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				if err := rows.Scan(&own); err != nil {
+					return err
+				}
+			}
+			return rows.Err()
+		})
+		first.Queue(b.names.expandPattern(`SELECT
 			(SELECT coalesce(sum(count), 0)::int8 FROM {pheld} WHERE kind = $1 AND hash = $2),
 			CASE WHEN $4 THEN (SELECT coalesce(sum(count), 0)::int8 FROM {pqueue}
 				WHERE kind = $1 AND hash = $2 AND owner <> $3 AND seq < coalesce(`+sqlOwnSeq+`, 9223372036854775807)) ELSE 0 END,
 			(SELECT (extract(epoch FROM min(expires) - clock_timestamp()) * 1000)::int8 FROM {pheld} WHERE kind = $1 AND hash = $2)`),
-			kindSem, hash, owner, req.Fair).Scan(&inUse, &ahead, &ttl); err != nil {
+			kindSem, hash, owner, req.Fair).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&inUse, &ahead, &ttl)
+		})
+		if err := c.SendBatch(ctx, first).Close(); err != nil {
 			return err
 		}
-		if inUse+ahead+req.Count > req.Limit {
-			res = lockx.Result{}
+		second := &pgx.Batch{}
+		switch {
+		case own != nil:
+			res = lockx.Result{Acquired: true, Token: lockx.Token(*own), TTL: req.Lease}
+		case inUse+ahead+req.Count > req.Limit:
 			if ttl != nil {
 				res.TTL = time.Duration(max(*ttl, 0)) * time.Millisecond
 			}
 			if req.Wait {
-				return b.enqueuePattern(ctx, tx, kindSem, hash, req.Owner, rowPermit, req.Count, b.queueTTL(req.QueueTTL))
+				second.Queue(b.names.expandPattern(sqlEnqueue), kindSem, hash, owner, rowPermit, req.Count, ms(b.queueTTL(req.QueueTTL)))
 			}
-			return nil
+		default:
+			second.Queue(b.names.expandPattern(`INSERT INTO {pheld} (kind, hash, owner, mode, count, token, expires)
+				VALUES ($1, $2, $3, 3, $4, {fence}, clock_timestamp() + $5 * interval '1 millisecond') RETURNING token`),
+				kindSem, hash, owner, req.Count, ms(req.Lease)).QueryRow(func(row pgx.Row) error {
+				var t int64
+				if err := row.Scan(&t); err != nil {
+					return err
+				}
+				res = lockx.Result{Acquired: true, Token: lockx.Token(t), TTL: req.Lease}
+				return nil
+			})
+			// A queued owner leaving with capacity to spare: the next queued
+			// requests may fit now.
+			second.Queue(b.names.expandPattern(`WITH q AS (DELETE FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner = $3 RETURNING 1)
+				SELECT CASE WHEN EXISTS (SELECT 1 FROM q) AND $4 THEN length(pg_notify($5::text, $6::text)::text) END::int8`),
+				kindSem, hash, owner, inUse+req.Count < req.Limit, b.names.channel, string(b.payload(hash)))
 		}
-		var t int64
-		if err := tx.QueryRow(ctx, b.names.expandPattern(`INSERT INTO {pheld} (kind, hash, owner, mode, count, token, expires)
-			VALUES ($1, $2, $3, 3, $4, {fence}, clock_timestamp() + $5 * interval '1 millisecond') RETURNING token`),
-			kindSem, hash, owner, req.Count, ms(req.Lease)).Scan(&t); err != nil {
-			return err
-		}
-		q, err := tx.Exec(ctx, b.names.expandPattern(`DELETE FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner = $3`), kindSem, hash, owner)
-		if err != nil {
-			return err
-		}
-		if q.RowsAffected() > 0 && inUse+req.Count < req.Limit {
-			// The head left the queue with capacity to spare: the next
-			// queued requests may fit now.
-			if err := b.notify(ctx, tx, hash); err != nil {
-				return err
-			}
-		}
-		res = lockx.Result{Acquired: true, Token: lockx.Token(t), TTL: req.Lease}
-		return nil
+		second.Queue("COMMIT")
+		return c.SendBatch(ctx, second).Close()
 	})
 	if err != nil {
 		return lockx.Result{}, err
@@ -418,17 +402,19 @@ func (b *Backend) ReleasePermits(ctx context.Context, key string, owner lockx.Ow
 	return b.releasePattern(ctx, "release permits", kindSem, key, owner, rowPermit)
 }
 
-// Permits implements lockx.SemaphoreBackend.
+// Permits implements lockx.SemaphoreBackend, in one round trip.
 func (b *Backend) Permits(ctx context.Context, key string) (lockx.PermitUsage, error) {
 	var u lockx.PermitUsage
-	err := b.patternTx(ctx, "permits", kindSem, key, func(tx pgx.Tx, hash int64) error {
-		if err := b.purge(ctx, tx, kindSem, hash); err != nil {
-			return err
-		}
-		return tx.QueryRow(ctx, b.names.expandPattern(`SELECT
+	err := b.patternTx(ctx, "permits", kindSem, key, func(c *pgx.Conn, hash, lock int64) error {
+		batch := &pgx.Batch{}
+		b.head(batch, kindSem, hash, lock)
+		batch.Queue(b.names.expandPattern(`SELECT
 			(SELECT coalesce(sum(count), 0)::int8 FROM {pheld} WHERE kind = $1 AND hash = $2),
 			(SELECT count(*) FROM {pheld} WHERE kind = $1 AND hash = $2),
-			(SELECT count(*) FROM {pqueue} WHERE kind = $1 AND hash = $2)`), kindSem, hash).Scan(&u.InUse, &u.Holders, &u.Waiting)
+			(SELECT count(*) FROM {pqueue} WHERE kind = $1 AND hash = $2)`), kindSem, hash).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&u.InUse, &u.Holders, &u.Waiting)
+		})
+		return c.SendBatch(ctx, batch).Close()
 	})
 	return u, err
 }
