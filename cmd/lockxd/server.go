@@ -412,9 +412,13 @@ func (s *Server) acquire(k kind, wait bool) handler {
 			}
 			res, err = s.longPoll(ctx, br, res, time.Duration(req.WaitMS)*time.Millisecond, attempt)
 			t.endWait()
-			if err == nil && !res.Acquired && br.Fair {
-				// Leave the fair queue, so the next waiter is not stalled.
-				_ = withdraw(context.WithoutCancel(ctx), key, owner)
+			if err != nil || !res.Acquired {
+				// Leave the queue, so the next waiter is not stalled, and
+				// free a grant whose reply was lost to the deadline: the
+				// client is told 409, so nobody must hold as this owner.
+				wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+				_ = withdraw(wctx, key, owner)
+				cancel()
 			}
 		}
 		if err != nil {
