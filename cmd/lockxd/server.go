@@ -446,6 +446,7 @@ func (s *Server) longPoll(ctx context.Context, br lockx.Request, res lockx.Resul
 	n, _ := s.b.(lockx.Notifier)
 	backoff := 5 * time.Millisecond
 	for {
+		lastTTL := res.TTL
 		var wake <-chan struct{}
 		stop := func() {}
 		if n != nil {
@@ -460,7 +461,7 @@ func (s *Server) longPoll(ctx context.Context, br lockx.Request, res lockx.Resul
 		if err != nil || res.Acquired {
 			stop()
 			if err != nil && ctx.Err() != nil {
-				return lockx.Result{}, nil // wait elapsed: not acquired
+				return lockx.Result{TTL: lastTTL}, nil // wait elapsed: not acquired
 			}
 			return res, err
 		}
@@ -478,7 +479,7 @@ func (s *Server) longPoll(ctx context.Context, br lockx.Request, res lockx.Resul
 		case <-ctx.Done():
 			timer.Stop()
 			stop()
-			return lockx.Result{}, nil
+			return lockx.Result{TTL: res.TTL}, nil
 		case <-wake:
 		case <-timer.C:
 		}

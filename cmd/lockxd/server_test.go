@@ -211,7 +211,7 @@ func testLongPoll(t *testing.T, ts *httptest.Server) {
 	// A long-poll that times out is a 409 after about wait_ms.
 	t0 := time.Now()
 	x := call(t, ts, "key-a", "POST", "/v1/locks/acquire", `{"key":"lp","lease_ms":30000,"wait_ms":300,"fair":true}`)
-	if x.status != 409 || time.Since(t0) < 250*time.Millisecond {
+	if x.status != 409 || time.Since(t0) < 250*time.Millisecond || x.header.Get("Retry-After") == "" {
 		t.Fatalf("timed-out long-poll: %d after %v", x.status, time.Since(t0))
 	}
 }
