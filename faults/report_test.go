@@ -66,7 +66,7 @@ every number comes from checking what the protected resource accepted.
 - Go %s %s/%s, %d CPUs; %s; PostgreSQL %s
 - Long form: 5 runs per single-server and Redlock scenario, 2 per Sentinel scenario, 1 for the Cluster; took %s.
   ` + "`make test`" + ` runs the short form (one run each; watchdog-starved, which loads every
-  core, and cluster-master-killed, whose failover takes 8–70 s, only here) in about 40 s plus building the holder.
+  core, and cluster-master-killed, whose failover takes 8–70 s, only here) in about 40 s plus building the holder; the clock-step test runs in both forms.
 
 ## Results
 
@@ -118,7 +118,8 @@ faulted — written twice per step, once fenced and once not.
    "may or may not have happened".
 
 Network faults use a small in-process TCP proxy (` + "`faults.Proxy`" + `: latency and
-one-way blackholes per direction) between a holder and Redis;
+one-way blackholes per direction) between a holder and Redis, or between
+holder A's lock sessions and PostgreSQL (pg-blackhole);
 github.com/Shopify/toxiproxy/v2 is not available from the module proxy this
 project builds with.
 
@@ -144,6 +145,46 @@ project builds with.
 - **PostgreSQL hands over at once** when a holder's session ends (terminated
   or idle-timed-out): the advisory lock goes with the session, and the
   holder hears of it at its next health check.
+- **A PostgreSQL blackhole is noticed by the holder, not by the server.**
+  Cut off in both directions, the holder's health ping (bounded by the
+  250 ms health interval) fails and it reports Lost about 0.5 s after the
+  cut (the suite fails past 2 s). The server keeps the silent session, and
+  its advisory lock, until it ends the session itself — here
+  idle_session_timeout = 1.5 s; in production tcp_keepalives_* or
+  tcp_user_timeout, which default to hours — so the handover waits for the
+  server, and fencing refused the cut-off holder's write.
+
+## Clock steps
+
+The machine's clock is shared and cannot be stepped by a test, so
+` + "`TestFaultClockStepBack`" + ` (short and long form) runs redislock against an
+embedded miniredis whose TIME — the source of redislock's tokens — the test
+steps back by an hour; a memlock.FenceStore stands for the resource.
+
+- Within the tombstone window (` + "`redislock.WithTombstone`" + `, default 2 s: the
+  key released, its tombstone alive) the next token is the tombstone's + 1:
+  monotonic despite the step.
+- Past it — tombstone expired, or the server restarted without persistence
+  — the next grant's token comes from the stepped-back clock and is *smaller*
+  than the previous holder's. Monotonic tokens are **not** guaranteed then.
+  The resource-side check holds: the fence refuses the new holder's lower
+  token (` + "`lockx.ErrStaleToken`" + `) and the register never goes back; the new
+  holder is refused until the clock passes the old token, and the superseded
+  holder's higher token is still accepted — fencing orders writes by token
+  and cannot tell which holder is current once tokens and grants disagree.
+  Keep server clocks slewed (NTP), not stepped, and restarts slower than any
+  step.
+
+## Bad input
+
+Fuzz targets (` + "`go test -fuzz`" + `): ` + "`lockx.FuzzKey`" + ` (any key to a Client over
+memlock: a lock or a typed ` + "`*lockx.ArgError`" + `, keys over 512 bytes refused, never
+a panic), ` + "`lockx.FuzzParseToken`" + `, ` + "`lockx.FuzzOutcome`" + ` (the stored idempotency
+outcome that memlock, redislock and pglock hand back),
+` + "`middleware.FuzzParseFencingHeaders`" + ` and ` + "`middleware.FuzzParseKey`" + ` (Idempotency-Key).
+Their seed corpora run in every ` + "`go test`" + `; ` + "`TestFaultFuzz`" + ` fuzzes each for 60 s
+in ` + "`make faults`" + ` (` + "`LOCKX_FUZZTIME=5s`" + ` for a shorter pass; the short form skips it).
+Redis reply decoding inside redislock (owner records) is not fuzzed from here.
 
 ## Guarantees
 
@@ -161,7 +202,9 @@ lease, replies delayed past it, or renewal replies lost, all hand the lock to
 another client once the lease runs out — the paused holder is told (Lost,
 its context cancelled) only when it runs again, so only fencing protects its
 in-flight write. A restart without persistence forgets every lock at once;
-tokens stay monotonic because they are drawn from the server clock.
+tokens stay monotonic because they are drawn from the server clock — as
+long as that clock does not step back by more than the tombstone window
+while the key is free (see *Clock steps*).
 
 **Redis Sentinel.** Replication is asynchronous: a grant the master
 acknowledged and did not replicate is forgotten by the promoted replica, and a
@@ -188,7 +231,9 @@ refused the old holder's write in every case.
 health-check interval. A paused holder keeps its lock as long as its session
 lives — forever, unless the server ends idle sessions (idle_session_timeout)
 or the connection drops; then the lock is handed over and only fencing stops
-the paused holder's write. Tokens come from a durable sequence and never go
+the paused holder's write. A holder cut off from the server learns it
+(Lost) within about two health intervals; the server frees the lock only
+when it ends the silent session itself. Tokens come from a durable sequence and never go
 back.
 
 ## Not covered yet
@@ -197,6 +242,9 @@ back.
   flapping partitions; slow replies from 2 of 3 nodes during an acquire.
 - A real PostgreSQL restart: the server is shared by the project's tests, so
   the suite terminates every session of its own holder processes instead.
-- Clock jumps (needs root or a fake clock in the server).
-- Fuzz targets for key validation, token and header parsing and reply decoders.
+- Clock jumps on real redis-server processes or PostgreSQL (needs root or
+  a private clock namespace); see *Clock steps* for what is tested instead.
+- A PostgreSQL blackhole that the server notices only through TCP keepalives
+  (the suite uses idle_session_timeout to keep the run short).
+- Fuzzing redislock's internal reply decoders and lockxd's protocol.
 `
