@@ -57,6 +57,8 @@ type notifier struct {
 	readyBy  time.Time            // Watch waits for ready until then at most
 	watchers map[string]*watchSet // by lock key
 	seq      uint64               // last watcher's seq
+	waits    map[waitKey]*waitRec // fair waiters' refusals and handoffs (handoff.go)
+	swept    time.Time            // last sweep of waits
 }
 
 type watchSet struct{ m map[*watcher]struct{} }
@@ -251,6 +253,15 @@ func (n *notifier) wakeAll() {
 // scripts (rw, semaphore) as they are; either matches. (A false match would
 // only cost a retry.)
 func (n *notifier) dispatch(p string) (passOn string) {
+	var tok lockx.Token
+	var lease time.Duration
+	if strings.HasPrefix(p, "=") {
+		// A fair handoff: the lock is the named owner's already.
+		var ok bool
+		if tok, lease, p, ok = parseHandoff(p); !ok {
+			return ""
+		}
+	}
 	i := strings.IndexByte(p, ':')
 	if i <= 0 {
 		return ""
@@ -263,6 +274,9 @@ func (n *notifier) dispatch(p string) (passOn string) {
 	lk := p[i+1+ln:]
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if tok > 0 && owner != "" {
+		n.handedOff(lk, owner, tok, lease)
+	}
 	set := n.watchers[lk]
 	if owner == "" {
 		if set == nil || len(set.m) == 0 {
@@ -336,6 +350,7 @@ func (n *notifier) close() {
 		return
 	}
 	n.closed = true
+	n.waits = nil
 	close(n.done)
 	n.cancel()
 	ps := n.ps

@@ -129,6 +129,16 @@ func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result,
 		qttl = b.cfg.queueTTL
 	}
 	c := b.newCall(req.Key, req.Owner)
+	// A fair waiter of this backend may have been handed the lock by a
+	// release already (handoff.go). Not with WithReplicaAck: that grant must
+	// be acknowledged, so it goes through the server (idempotently).
+	fairWait := req.Fair && req.Wait && b.cfg.replicas == 0
+	if fairWait {
+		if res, ok := b.n.takeHandoff(c.lk, c.owner); ok {
+			return res, nil
+		}
+	}
+	sent := time.Now()
 	if req.Wait && !req.Fair && b.n.othersWaiting(c.lk, req.Owner) {
 		flags |= 4
 	}
@@ -150,7 +160,13 @@ func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result,
 		return lockx.Result{}, b.fail(ctx, "acquire", err)
 	}
 	if v > 0 {
+		if fairWait {
+			b.n.forget(c.lk, c.owner)
+		}
 		return lockx.Result{Acquired: true, Token: lockx.Token(v), TTL: req.Lease}, nil
+	}
+	if fairWait {
+		b.n.refused(c.lk, c.owner, sent, req.Lease, qttl)
 	}
 	return lockx.Result{TTL: time.Duration(-1-v) * time.Millisecond}, nil
 }
@@ -233,6 +249,7 @@ func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) er
 		return err
 	}
 	c := b.newCall(key, owner)
+	b.n.forget(c.lk, c.owner) // a handoff to owner is freed by this call
 	c.args[2], c.args[4], c.args[5], c.args[6] = "4", &c.q, &c.d, &c.w
 	c.args[7], c.args[8], c.args[9] = &c.owner, b.tombArg, b.chpfArg
 	v, err := eval(ctx, b.run, releaseScript, c, 10)

@@ -234,9 +234,10 @@ func TestFairQueue(t *testing.T) {
 	if err := b.Release(ctx, "q", holder); err != nil {
 		t.Fatal(err)
 	}
-	// Free, but queued: a barging attempt and a non-head waiter are refused.
-	if res := mustRefuse(t, b, req("q", lockx.NewOwner(), time.Second)); res.TTL != 0 {
-		t.Fatalf("refusal of a free key: TTL %v, want 0", res.TTL)
+	// Handed to the head of the queue: a barging attempt and a non-head
+	// waiter are refused.
+	if res := mustRefuse(t, b, req("q", lockx.NewOwner(), time.Second)); res.TTL <= 0 {
+		t.Fatalf("refusal of a key handed to the queue head: TTL %v, want > 0", res.TTL)
 	}
 	mustRefuse(t, b, fair(w[2], true))
 	mustRefuse(t, b, fair(try, false))

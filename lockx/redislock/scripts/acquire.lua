@@ -78,7 +78,11 @@ if wait then
       if tail[2] and tonumber(tail[2]) >= score then score = tonumber(tail[2]) + 1 end
       redis.call('ZADD', q, string.format('%d', score), owner)
     end
-    redis.call('HSET', d, owner, string.format('%d:%s', now_ms + qttl, ARGV[5]))
+    -- The entry keeps the lease a release hands the lock to the head with
+    -- (wake in queue.lua): the one asked for, but at most the queue TTL, so
+    -- that a head that crashed holds the queue up no longer than its entry
+    -- would have; the core renews a shorter handoff to the full lease.
+    redis.call('HSET', d, owner, string.format('%d:%d:%s', now_ms + qttl, math.min(tonumber(ARGV[2]), qttl), ARGV[5]))
     if redis.call('PTTL', q) < qttl then
       redis.call('PEXPIRE', q, qttl)
       redis.call('PEXPIRE', d, qttl)

@@ -2,7 +2,10 @@
 --
 -- A key's fair queue is two keys in the lock's hash slot:
 --   Q  ZSET  member owner, score arrival time (server µs, strictly increasing)
---   D  HASH  owner -> "<deadline ms>:<backend id>"
+--   D  HASH  owner -> "<deadline ms>:<lease ms>:<backend id>", the lease
+--            being the one asked for capped at the queue TTL (entries of
+--            older backends, "<deadline ms>:<backend id>", still parse: their
+--            head is woken, not handed the lock)
 -- An entry whose deadline has passed belongs to a waiter that stopped
 -- refreshing its place (crashed); it is dropped when it reaches the head,
 -- which is all that decides a grant. Q and D expire with their latest deadline.
@@ -31,18 +34,52 @@ local function wake_msg(owner, lk)
   return string.len(owner) .. ':' .. owner .. lk
 end
 
--- wake tells the next waiter that lk may be free. With a live queue head
--- only the head's backend hears, naming the head; otherwise one backend,
--- popped from the waiter marks set w, hears (and wakes one of its waiters):
--- waking every waiter for one free lock is a thundering herd. The others keep
--- their marks for the next release; a backend with no waiter left passes the
--- wake-up on (wake_next.lua). It returns true if a queue head was woken.
-local function wake(lk, q, d, w, chan)
+-- put_lock writes lk for owner with a fencing token one past prev (the key's
+-- previous token, or nil) or the server clock in µs, whichever is larger,
+-- and a lease of px ms. It returns the token, or nil above 2^53.
+local function put_lock(lk, owner, prev, now, px)
+  local tok = now
+  if prev and prev >= tok then tok = prev + 1 end
+  if tok > 9007199254740991 then return nil end
+  local b, n = {}, tok
+  for i = 8, 1, -1 do
+    b[i] = n % 256
+    n = math.floor(n / 256)
+  end
+  redis.call('SET', lk, owner .. string.char(unpack(b)), 'PX', px)
+  return tok
+end
+
+-- wake tells the next waiter that lk is free. With a live queue head the
+-- lock goes to the head directly (a fair handoff): the script writes the
+-- lock for it with the lease its last attempt asked for, takes it off the
+-- queue and publishes "=<token>:<lease ms>:" followed by the usual message
+-- to the head's backend only, which answers the head's next attempt without
+-- a round trip. A head queued by an older backend (no lease in its entry) is
+-- only woken, naming it. Without a queue head one backend, popped from the
+-- waiter marks set w, hears (and wakes one of its waiters): waking every
+-- waiter for one free lock is a thundering herd. The others keep their marks
+-- for the next release; a backend with no waiter left passes the wake-up on
+-- (wake_next.lua). prev is the key's last token (nil if unknown); lk must be
+-- free. It returns 2 if the lock was handed to the head, 1 if a head was
+-- woken, false otherwise.
+local function wake(lk, q, d, w, chan, prev)
   if redis.call('EXISTS', q) == 1 then
-    local head, v = queue_head(q, d, math.floor(now_us() / 1000))
+    local now = now_us()
+    local head, v = queue_head(q, d, math.floor(now / 1000))
     if head then
-      redis.call('PUBLISH', chan .. string.match(v, ':(.*)$'), wake_msg(head, lk))
-      return true
+      local px, id = string.match(v, '^%d+:(%d+):(.*)$')
+      if px then
+        local tok = put_lock(lk, head, prev, now, px)
+        if tok then
+          redis.call('ZREM', q, head)
+          redis.call('HDEL', d, head)
+          redis.call('PUBLISH', chan .. id, '=' .. string.format('%d', tok) .. ':' .. px .. ':' .. wake_msg(head, lk))
+          return 2
+        end
+      end
+      redis.call('PUBLISH', chan .. string.match(v, '^%d+:(.*)$'), wake_msg(head, lk))
+      return 1
     end
   end
   local id = redis.call('SPOP', w)

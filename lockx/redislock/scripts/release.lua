@@ -2,12 +2,15 @@
 -- KEYS: lock L, queue order Q, queue data D, waiter marks W
 -- ARGV: owner (encoded), tombstone ms (0: none), wake-up channel prefix
 -- Returns 1 if owner held the lock and released it, else 0 (after removing
--- owner from the queue if it waited there).
+-- owner from the queue if it waited there). A live fair-queue head is handed
+-- the lock by this script (see wake in queue.lua).
 local lk, q, d, w, owner = KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1]
 local v = redis.call('GET', lk)
-local holder, tok = false, nil
+local holder, tok, prev = false, nil, nil
 if v and #v >= 8 then
   holder, tok = string.sub(v, 1, -9), string.sub(v, -8)
+  prev = 0
+  for i = #v - 7, #v do prev = prev * 256 + string.byte(v, i) end
   if holder == '' then holder = false end
 end
 if holder ~= owner then
@@ -16,13 +19,17 @@ if holder ~= owner then
     redis.call('ZREM', q, owner)
     redis.call('HDEL', d, owner)
     -- The head gave up a free lock: the next in line may take it now.
-    if head == owner and not holder then wake(lk, q, d, w, ARGV[3]) end
+    if head == owner and not holder then wake(lk, q, d, w, ARGV[3], prev) end
   end
   return 0
 end
 local tomb = tonumber(ARGV[2])
-if redis.call('EXISTS', q, w) > 0 and wake(lk, q, d, w, ARGV[3]) then
-  -- Handed to the queue: keep the token while the queue lives.
+local woke = false
+if redis.call('EXISTS', q, w) > 0 then woke = wake(lk, q, d, w, ARGV[3], prev) end
+if woke == 2 then
+  -- Handed to the queue head: wake wrote the lock for it.
+elseif woke then
+  -- An older backend's head was woken: keep the token while the queue lives.
   redis.call('SET', lk, tok, 'PX', math.max(tomb, redis.call('PTTL', q)))
 elseif tomb > 0 then
   -- Leave a tombstone, the token alone, so that the next grant issues a

@@ -1,0 +1,148 @@
+package redislock
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lockx-go/lockx/lockx"
+)
+
+// Direct fair handoff. When a release finds a live fair-queue head, the
+// release script writes the lock for the head itself (with the lease the
+// head's last attempt asked for, kept in its queue entry), takes it off the
+// queue and publishes "=<token>:<lease ms>:<len(owner)>:<owner><lock key>"
+// to the head's backend. That backend records the grant here and wakes the
+// head's watcher; the head's next Acquire is answered from the record
+// without a round trip.
+//
+// The record's TTL must be safe for the core's local validity, which starts
+// at the attempt's start: the lease began at the release on the server,
+// which came after the server refused the head's most recent refused
+// attempt, which came after that attempt was sent. So the answer is
+// TTL = lease − (now − send time of that refused attempt), and the backend
+// keeps that send time per (key, owner) for refused fair waiting attempts.
+// When the TTL is not comfortably positive, or either record is missing, the
+// attempt goes to the server as usual; Acquire is idempotent per owner, so
+// it returns the handed-off grant with the same token.
+
+// handoffMargin is the least TTL a recorded handoff must still have to be
+// answered locally; below it the attempt goes to the server.
+const handoffMargin = 5 * time.Millisecond
+
+// sweepEvery bounds how often the records are swept for stale entries.
+const sweepEvery = time.Second
+
+type waitKey struct{ lk, owner string } // owner encoded
+
+// waitRec is the local state of one fair waiter of this backend.
+type waitRec struct {
+	sent   time.Time // send time of its most recent refused attempt
+	expire time.Time // the record is dropped after this
+	// A handoff received for it (tok > 0).
+	tok   lockx.Token
+	lease time.Duration
+}
+
+// refused records that a fair waiting attempt sent at sent was refused. Any
+// handoff recorded before is dropped: a refusal after it means the grant is
+// gone, or that the message overtook the refusal's reply, when dropping it
+// only costs a round trip.
+func (n *notifier) refused(lk, owner string, sent time.Time, lease, qttl time.Duration) {
+	now := time.Now()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return
+	}
+	if n.waits == nil {
+		n.waits = make(map[waitKey]*waitRec)
+	}
+	n.sweep(now)
+	k := waitKey{lk, owner}
+	r := n.waits[k]
+	if r == nil {
+		r = &waitRec{}
+		n.waits[k] = r
+	}
+	// Useful while the queue entry lives, and then for one lease.
+	*r = waitRec{sent: sent, expire: now.Add(qttl + lease)}
+}
+
+// handedOff records a handoff message for (lk, owner) if that owner waits
+// here. Callers hold n.mu.
+func (n *notifier) handedOff(lk, owner string, tok lockx.Token, lease time.Duration) {
+	r := n.waits[waitKey{lk, owner}]
+	if r == nil {
+		return // withdrawn (its release frees the lock) or never refused here
+	}
+	r.tok, r.lease = tok, lease
+	if e := time.Now().Add(lease); e.Before(r.expire) {
+		r.expire = e // the TTL it yields is negative after that anyway
+	}
+}
+
+// takeHandoff consumes the record of (lk, owner) and returns the grant it
+// holds, if one with a safe TTL does.
+func (n *notifier) takeHandoff(lk, owner string) (lockx.Result, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k := waitKey{lk, owner}
+	r := n.waits[k]
+	if r == nil || r.tok <= 0 {
+		return lockx.Result{}, false // no handoff (yet): keep the refusal
+	}
+	delete(n.waits, k)
+	ttl := r.lease - time.Since(r.sent)
+	if ttl < handoffMargin || ttl < r.lease/8 {
+		return lockx.Result{}, false
+	}
+	return lockx.Result{Acquired: true, Token: r.tok, TTL: ttl}, true
+}
+
+// forget drops the record of (lk, owner): on a grant or a release.
+func (n *notifier) forget(lk, owner string) {
+	n.mu.Lock()
+	if n.waits != nil {
+		delete(n.waits, waitKey{lk, owner})
+		n.sweep(time.Now())
+	}
+	n.mu.Unlock()
+}
+
+// sweep drops expired records, at most once per sweepEvery. Callers hold n.mu.
+func (n *notifier) sweep(now time.Time) {
+	if now.Sub(n.swept) < sweepEvery {
+		return
+	}
+	n.swept = now
+	for k, r := range n.waits {
+		if now.After(r.expire) {
+			delete(n.waits, k)
+		}
+	}
+}
+
+// parseHandoff splits a handoff payload "=<token>:<lease ms>:<rest>" into
+// its grant and the usual wake-up payload rest.
+func parseHandoff(p string) (tok lockx.Token, lease time.Duration, rest string, ok bool) {
+	p = p[1:]
+	i := strings.IndexByte(p, ':')
+	if i <= 0 {
+		return 0, 0, "", false
+	}
+	t, err := strconv.ParseInt(p[:i], 10, 64)
+	if err != nil || t <= 0 {
+		return 0, 0, "", false
+	}
+	p = p[i+1:]
+	j := strings.IndexByte(p, ':')
+	if j <= 0 {
+		return 0, 0, "", false
+	}
+	ms, err := strconv.ParseInt(p[:j], 10, 64)
+	if err != nil || ms <= 0 {
+		return 0, 0, "", false
+	}
+	return lockx.Token(t), time.Duration(ms) * time.Millisecond, p[j+1:], true
+}
