@@ -51,11 +51,10 @@ func (h *rapidHold) possiblyLive(now time.Time) bool {
 // (on memlock) with nothing possibly live in its way a Try is granted. Leases are short (20–40 ms), so crashed holders expire within
 // the run; memlock and, when reachable, Redis.
 //
-// Checked against broken variants, locally and not committed: with
-// RW.acquire sending ModeRead for writers, or with the memlock backend's
-// conflict check for writers removed, rapid finds a writer beside a
-// reader (or a second writer) within a few runs and shrinks it to a
-// two-step sequence.
+// Checked against a broken variant, locally and not committed: with
+// RW.acquire sending ModeRead to the backend for writers, rapid fails on
+// its first run ("granted write=true beside a live hold write=false") and
+// shrinks it to a read lock followed by a write lock.
 func TestRapidRW(t *testing.T) {
 	backends := map[string]func(t *testing.T) lockx.Backend{
 		"memlock": func(*testing.T) lockx.Backend { return memlock.New() },
