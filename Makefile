@@ -14,6 +14,7 @@ MODULES = $(patsubst %/go.mod,%,$(shell find . -name go.mod -not -path '*/testda
 test: services
 	$(GO) test -race -count=1 -timeout 9m ./...
 	$(GO) test -count=1 -timeout 3m -tags browser -run PageInBrowser ./examples/seckill/shop/
+	LOCKX_FUZZTIME=3s $(GO) test -count=1 -timeout 5m -run '^TestFaultFuzz$$' ./faults/
 
 ## services: install/start Redis, PostgreSQL and MariaDB as needed.
 services:
@@ -55,4 +56,4 @@ fmt:
 faults:
 	@if [ ! -d faults ]; then echo "make faults: ./faults is not built yet" >&2; exit 1; fi
 	scripts/ensure-services.sh
-	LOCKX_FAULTS=long $(GO) test -race -count=1 -run Fault -v ./faults/...
+	LOCKX_FAULTS=long $(GO) test -race -count=1 -timeout 20m -run Fault -v ./faults/...

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"weak"
 )
 
 // DefaultMaxKeys is the largest number of distinct keys AcquireMany takes in
@@ -40,11 +39,6 @@ type ManyAcquirer interface {
 	AcquireMany(ctx context.Context, reqs []Request) ([]Result, error)
 }
 
-// maxKeysOpts holds the WithMaxKeys setting of a config, keyed by a weak
-// pointer so it keeps no Client alive (the config struct has no field for
-// it yet).
-var maxKeysOpts sync.Map // weak.Pointer[config] → int
-
 // WithMaxKeys sets the largest number of distinct keys AcquireMany and
 // TryAcquireMany accept in one set (default DefaultMaxKeys). A non-positive
 // n is an *ArgError at the call.
@@ -54,7 +48,7 @@ func WithMaxKeys(n int) Option {
 			c.fail("max keys", "must be positive")
 			return
 		}
-		maxKeysOpts.Store(weak.Make(c), n)
+		c.maxKeys = n
 	}
 }
 
@@ -113,13 +107,7 @@ func manyError(key string, err error) error {
 func (c *Client) acquireMany(ctx context.Context, keys []string, opts []Option, wait bool) (*LockSet, error) {
 	cfg := c.cfg
 	cfg.apply(opts)
-	maxKeys := DefaultMaxKeys
-	if n, ok := maxKeysOpts.Load(weak.Make(&c.cfg)); ok {
-		maxKeys = n.(int)
-	}
-	if n, ok := maxKeysOpts.LoadAndDelete(weak.Make(&cfg)); ok {
-		maxKeys = n.(int)
-	}
+	maxKeys := cfg.maxKeys
 	if cfg.err != nil {
 		return nil, &KeyError{Op: opMany, Err: cfg.err}
 	}

@@ -29,6 +29,7 @@ type config struct {
 	minBackoff time.Duration
 	maxBackoff time.Duration
 	maxKeyLen  int
+	maxKeys    int // AcquireMany's largest set
 	driftFrac  float64
 	driftFixed time.Duration
 	logger     *slog.Logger
@@ -44,6 +45,7 @@ func defaultConfig() config {
 		minBackoff: DefaultMinBackoff,
 		maxBackoff: DefaultMaxBackoff,
 		maxKeyLen:  DefaultMaxKeyLen,
+		maxKeys:    DefaultMaxKeys,
 		driftFrac:  0.01,
 		driftFixed: 2 * time.Millisecond,
 	}
@@ -61,12 +63,6 @@ func (c *config) fail(arg, reason string) {
 	if c.err == nil {
 		c.err = &ArgError{Arg: arg, Reason: reason}
 	}
-}
-
-// drift is the clock-drift allowance subtracted from a lease to get the
-// holder's local validity: lease·frac + fixed, as in Redlock.
-func (c *config) drift(lease time.Duration) time.Duration {
-	return time.Duration(float64(lease)*c.driftFrac) + c.driftFixed
 }
 
 // WithLease sets an explicit lease and turns the watchdog off: the lock
