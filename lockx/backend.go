@@ -60,6 +60,11 @@ type Request struct {
 	// refreshed by another attempt, so a crashed waiter cannot stall the
 	// queue. Zero means the backend's default.
 	QueueTTL time.Duration
+	// Renewed says the holder's watchdog will renew the lease (at a third of
+	// the granted TTL), so the backend may grant a shorter first lease than
+	// Lease — as a direct fair handoff does. Without it the grant must carry
+	// the full Lease.
+	Renewed bool
 }
 
 // Result is the outcome of one acquisition attempt.

@@ -234,7 +234,7 @@ func (c *Client) acquireCfg(ctx context.Context, key string, ops *GrantOps, op s
 			return nil, keyError(op, key, err)
 		}
 	}
-	req := Request{Key: key, Owner: owner, Lease: cfg.lease, Fair: cfg.fair, Wait: wait, QueueTTL: cfg.queueTTL}
+	req := Request{Key: key, Owner: owner, Lease: cfg.lease, Fair: cfg.fair, Wait: wait, QueueTTL: cfg.queueTTL, Renewed: cfg.watchdog}
 	var budgetAt time.Time
 	if budget != nil {
 		budgetAt = time.Now().Add(cfg.wait)

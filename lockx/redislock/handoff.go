@@ -83,8 +83,11 @@ func (n *notifier) handedOff(lk, owner string, tok lockx.Token, lease time.Durat
 }
 
 // takeHandoff consumes the record of (lk, owner) and returns the grant it
-// holds, if one with a safe TTL does.
-func (n *notifier) takeHandoff(lk, owner string) (lockx.Result, bool) {
+// holds, if one with a safe TTL does. A handoff grants at most the queue
+// TTL; a holder that will not renew (renewed false) and asked for more must
+// get its full lease from the server, so it falls back to an attempt, which
+// re-grants idempotently with the full lease.
+func (n *notifier) takeHandoff(lk, owner string, lease time.Duration, renewed bool) (lockx.Result, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	k := waitKey{lk, owner}
@@ -93,6 +96,9 @@ func (n *notifier) takeHandoff(lk, owner string) (lockx.Result, bool) {
 		return lockx.Result{}, false // no handoff (yet): keep the refusal
 	}
 	delete(n.waits, k)
+	if !renewed && r.lease < lease {
+		return lockx.Result{}, false
+	}
 	ttl := r.lease - time.Since(r.sent)
 	if ttl < handoffMargin || ttl < r.lease/8 {
 		return lockx.Result{}, false

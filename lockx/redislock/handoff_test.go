@@ -244,3 +244,38 @@ func TestFairHandoffThroughClient(t *testing.T) {
 		}
 	}
 }
+
+// A holder that will not renew (no watchdog) and asked for a lease longer
+// than the queue TTL gets its full lease: the capped handoff is not used and
+// the next attempt re-grants on the server with the lease it asked for.
+func TestFairHandoffFullLeaseWithoutRenewal(t *testing.T) {
+	holder, waiter, hook, msgs := handoffSetup(t)
+	ctx := ctxT(t, 10*time.Second)
+	const key = "handoff-full"
+	long := fairReq(key, "head", 20*time.Second)
+	long.QueueTTL = time.Second // the handoff lease is capped at this
+	mustGrant(t, holder, fairReq(key, "holder", 2*time.Second))
+	wake, cancel, err := waiter.Watch(ctx, key, "head")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	mustRefuse(t, waiter, long)
+	if err := holder.Release(ctx, key, "holder"); err != nil {
+		t.Fatal(err)
+	}
+	<-msgs
+	<-wake
+	before := hook.n.Load()
+	res, err := waiter.Acquire(ctx, long)
+	if err != nil || !res.Acquired {
+		t.Fatalf("Acquire = %+v, %v", res, err)
+	}
+	if hook.n.Load() == before {
+		t.Error("answered from the capped handoff without a round trip")
+	}
+	if ttl, err := waiter.TTL(ctx, key, "head"); err != nil || ttl <= 10*time.Second {
+		t.Errorf("server TTL = %v, %v; want the full 20 s lease", ttl, err)
+	}
+	_ = waiter.Release(ctx, key, "head")
+}

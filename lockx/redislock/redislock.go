@@ -134,7 +134,7 @@ func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result,
 	// be acknowledged, so it goes through the server (idempotently).
 	fairWait := req.Fair && req.Wait && b.cfg.replicas == 0
 	if fairWait {
-		if res, ok := b.n.takeHandoff(c.lk, c.owner); ok {
+		if res, ok := b.n.takeHandoff(c.lk, c.owner, req.Lease, req.Renewed); ok {
 			return res, nil
 		}
 	}
