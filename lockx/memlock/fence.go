@@ -2,9 +2,7 @@ package memlock
 
 import (
 	"context"
-	"runtime"
 	"sync"
-	"weak"
 
 	"github.com/lockx-go/lockx/lockx"
 )
@@ -63,30 +61,15 @@ func (s *FenceStore) Seen(resource string) lockx.Token {
 //
 // The fence state of a Backend lives as long as the Backend does.
 func (b *Backend) Fence(ctx context.Context, resource string, token lockx.Token) error {
-	return backendFences(b).Fence(ctx, resource, token)
+	return b.fenceStore().Fence(ctx, resource, token)
 }
 
-// backendFences holds each Backend's fence state beside it, keyed weakly so
-// that it goes away with its Backend.
-var backendFences = func() func(*Backend) *FenceStore {
-	var (
-		mu sync.Mutex
-		m  = make(map[weak.Pointer[Backend]]*FenceStore)
-	)
-	return func(b *Backend) *FenceStore {
-		wp := weak.Make(b)
-		mu.Lock()
-		defer mu.Unlock()
-		s := m[wp]
-		if s == nil {
-			s = NewFenceStore()
-			m[wp] = s
-			runtime.AddCleanup(b, func(wp weak.Pointer[Backend]) {
-				mu.Lock()
-				delete(m, wp)
-				mu.Unlock()
-			}, wp)
-		}
-		return s
+// fenceStore returns the Backend's fences state, made on first use.
+func (b *Backend) fenceStore() *FenceStore {
+	b.sideMu.Lock()
+	defer b.sideMu.Unlock()
+	if b.fences == nil {
+		b.fences = NewFenceStore()
 	}
-}()
+	return b.fences
+}

@@ -25,6 +25,11 @@ type Backend struct {
 	watchers map[string]*watchSet
 	token    lockx.Token
 	now      func() time.Time
+
+	sideMu  sync.Mutex // guards the capability state below, made on first use
+	fences  *FenceStore
+	results *ResultStore
+	stock   *StockStore
 }
 
 type entry struct {

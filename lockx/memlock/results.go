@@ -2,10 +2,8 @@ package memlock
 
 import (
 	"context"
-	"runtime"
 	"sync"
 	"time"
-	"weak"
 
 	"github.com/lockx-go/lockx/lockx"
 )
@@ -124,40 +122,25 @@ func (s *ResultStore) Len() int {
 //
 // The results of a Backend live as long as the Backend does.
 func (b *Backend) LoadResult(ctx context.Context, key string) (lockx.Outcome, error) {
-	return backendResults(b).LoadResult(ctx, key)
+	return b.resultStore().LoadResult(ctx, key)
 }
 
 // SaveResult implements lockx.ResultStore; see LoadResult.
 func (b *Backend) SaveResult(ctx context.Context, key string, o lockx.Outcome, retention time.Duration) (lockx.Outcome, bool, error) {
-	return backendResults(b).SaveResult(ctx, key, o, retention)
+	return b.resultStore().SaveResult(ctx, key, o, retention)
 }
 
 // DeleteResult implements lockx.ResultStore; see LoadResult.
 func (b *Backend) DeleteResult(ctx context.Context, key string) error {
-	return backendResults(b).DeleteResult(ctx, key)
+	return b.resultStore().DeleteResult(ctx, key)
 }
 
-// backendResults holds each Backend's results beside it, keyed weakly so
-// that they go away with their Backend (as backendFences does for fences).
-var backendResults = func() func(*Backend) *ResultStore {
-	var (
-		mu sync.Mutex
-		m  = make(map[weak.Pointer[Backend]]*ResultStore)
-	)
-	return func(b *Backend) *ResultStore {
-		wp := weak.Make(b)
-		mu.Lock()
-		defer mu.Unlock()
-		s := m[wp]
-		if s == nil {
-			s = &ResultStore{now: b.now}
-			m[wp] = s
-			runtime.AddCleanup(b, func(wp weak.Pointer[Backend]) {
-				mu.Lock()
-				delete(m, wp)
-				mu.Unlock()
-			}, wp)
-		}
-		return s
+// resultStore returns the Backend's results state, made on first use.
+func (b *Backend) resultStore() *ResultStore {
+	b.sideMu.Lock()
+	defer b.sideMu.Unlock()
+	if b.results == nil {
+		b.results = &ResultStore{now: b.now}
 	}
-}()
+	return b.results
+}

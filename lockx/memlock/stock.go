@@ -2,11 +2,9 @@ package memlock
 
 import (
 	"context"
-	"runtime"
 	"sort"
 	"sync"
 	"time"
-	"weak"
 
 	"github.com/lockx-go/lockx/lockx"
 )
@@ -329,65 +327,50 @@ func (s *OrderStore) OrderedUnits(ctx context.Context, sku string) (int64, error
 // so that lockx.New(memlock.New()) serves patterns/stock in both modes. The
 // stock of a Backend lives as long as the Backend does.
 func (b *Backend) InitStock(ctx context.Context, sku string, levels []int64) (int, bool, error) {
-	return backendStock(b).InitStock(ctx, sku, levels)
+	return b.stockStore().InitStock(ctx, sku, levels)
 }
 
 // StockLevels implements lockx.StockBackend; see InitStock.
 func (b *Backend) StockLevels(ctx context.Context, sku string, segs []int) ([]int64, error) {
-	return backendStock(b).StockLevels(ctx, sku, segs)
+	return b.stockStore().StockLevels(ctx, sku, segs)
 }
 
 // TakeStock implements lockx.StockBackend; see InitStock.
 func (b *Backend) TakeStock(ctx context.Context, t lockx.StockTake) (int64, error) {
-	return backendStock(b).TakeStock(ctx, t)
+	return b.stockStore().TakeStock(ctx, t)
 }
 
 // SettleStock implements lockx.StockBackend; see InitStock.
 func (b *Backend) SettleStock(ctx context.Context, sku string, seg int, id string, confirm bool) error {
-	return backendStock(b).SettleStock(ctx, sku, seg, id, confirm)
+	return b.stockStore().SettleStock(ctx, sku, seg, id, confirm)
 }
 
 // AddStock implements lockx.StockBackend; see InitStock.
 func (b *Backend) AddStock(ctx context.Context, sku string, seg int, n int64) (int64, error) {
-	return backendStock(b).AddStock(ctx, sku, seg, n)
+	return b.stockStore().AddStock(ctx, sku, seg, n)
 }
 
 // ExpireStock implements lockx.StockBackend; see InitStock.
 func (b *Backend) ExpireStock(ctx context.Context, sku string, seg int, max int) ([]lockx.StockEntry, error) {
-	return backendStock(b).ExpireStock(ctx, sku, seg, max)
+	return b.stockStore().ExpireStock(ctx, sku, seg, max)
 }
 
 // StockSegment implements lockx.StockBackend; see InitStock.
 func (b *Backend) StockSegment(ctx context.Context, sku string, seg int) (lockx.StockSegment, error) {
-	return backendStock(b).StockSegment(ctx, sku, seg)
+	return b.stockStore().StockSegment(ctx, sku, seg)
 }
 
 // ClaimQuota implements lockx.StockBackend; see InitStock.
 func (b *Backend) ClaimQuota(ctx context.Context, sku, user string, delta, limit int64) (int64, error) {
-	return backendStock(b).ClaimQuota(ctx, sku, user, delta, limit)
+	return b.stockStore().ClaimQuota(ctx, sku, user, delta, limit)
 }
 
-// backendStock holds each Backend's stock beside it, keyed weakly so that it
-// goes away with its Backend (as backendResults does for results).
-var backendStock = func() func(*Backend) *StockStore {
-	var (
-		mu sync.Mutex
-		m  = make(map[weak.Pointer[Backend]]*StockStore)
-	)
-	return func(b *Backend) *StockStore {
-		wp := weak.Make(b)
-		mu.Lock()
-		defer mu.Unlock()
-		s := m[wp]
-		if s == nil {
-			s = &StockStore{now: b.now}
-			m[wp] = s
-			runtime.AddCleanup(b, func(wp weak.Pointer[Backend]) {
-				mu.Lock()
-				delete(m, wp)
-				mu.Unlock()
-			}, wp)
-		}
-		return s
+// stockStore returns the Backend's stock state, made on first use.
+func (b *Backend) stockStore() *StockStore {
+	b.sideMu.Lock()
+	defer b.sideMu.Unlock()
+	if b.stock == nil {
+		b.stock = &StockStore{now: b.now}
 	}
-}()
+	return b.stock
+}
