@@ -6,58 +6,38 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/lockxtest"
 	"github.com/lockx-go/lockx/lockx/redislock"
 )
 
-// conformance runs lockxtest against backends over rdb; all backends of one
-// run share a prefix, as clients of one deployment do.
-func conformance(t *testing.T, rdb redis.UniversalClient) {
-	t.Cleanup(func() { _ = rdb.Close() })
+// conformance runs a lockxtest suite against backends over rdb with opts;
+// all backends of one run share a prefix, as clients of one deployment do.
+func conformance(t *testing.T, suite func(*testing.T, func(*testing.T) lockx.Backend), rdb redis.UniversalClient, opts ...redislock.Option) {
 	prefix := testPrefix()
-	lockxtest.Run(t, func(t *testing.T) lockx.Backend {
-		return redislock.New(rdb, redislock.WithPrefix(prefix))
-	})
+	opts = append([]redislock.Option{redislock.WithPrefix(prefix)}, opts...)
+	suite(t, func(t *testing.T) lockx.Backend { return redislock.New(rdb, opts...) })
 }
 
-func TestConformanceSingle(t *testing.T) {
-	conformance(t, redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)}))
+func TestConformanceSingle(t *testing.T) { conformance(t, lockxtest.Run, single(t)) }
+
+// TestConformanceSingleUnbatched runs the suite with batching off (the
+// others run with the default, on).
+func TestConformanceSingleUnbatched(t *testing.T) {
+	conformance(t, lockxtest.Run, single(t), redislock.WithAutoPipeline(false))
 }
 
-func TestConformanceCluster(t *testing.T) {
-	c := testenv.SharedCluster(t)
-	conformance(t, redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs}))
-}
+func TestConformanceCluster(t *testing.T) { conformance(t, lockxtest.Run, clusterClient(t)) }
 
-func TestConformanceSentinel(t *testing.T) {
-	s := testenv.SharedSentinel(t)
-	conformance(t, redis.NewFailoverClient(&redis.FailoverOptions{
-		MasterName:    s.MasterName,
-		SentinelAddrs: s.SentinelAddrs,
-	}))
-}
+func TestConformanceSentinel(t *testing.T) { conformance(t, lockxtest.Run, sentinelClient(t)) }
 
 // The suite again with every grant acknowledged by a replica (WAIT in the
 // grant's pipeline), on the topologies that have replicas.
 
 func TestConformanceSentinelReplicaAck(t *testing.T) {
-	s := testenv.SharedSentinel(t)
-	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.MasterName, SentinelAddrs: s.SentinelAddrs})
-	t.Cleanup(func() { _ = rdb.Close() })
-	prefix := testPrefix()
-	lockxtest.Run(t, func(t *testing.T) lockx.Backend {
-		return redislock.New(rdb, redislock.WithPrefix(prefix), redislock.WithReplicaAck(1, 2*time.Second))
-	})
+	conformance(t, lockxtest.Run, sentinelClient(t), redislock.WithReplicaAck(1, 2*time.Second))
 }
 
 func TestConformanceClusterReplicaAck(t *testing.T) {
-	c := testenv.SharedCluster(t)
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs})
-	t.Cleanup(func() { _ = rdb.Close() })
-	prefix := testPrefix()
-	lockxtest.Run(t, func(t *testing.T) lockx.Backend {
-		return redislock.New(rdb, redislock.WithPrefix(prefix), redislock.WithReplicaAck(1, 2*time.Second))
-	})
+	conformance(t, lockxtest.Run, clusterClient(t), redislock.WithReplicaAck(1, 2*time.Second))
 }

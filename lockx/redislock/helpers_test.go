@@ -78,3 +78,22 @@ func mustRefuse(t testing.TB, b *redislock.Backend, r lockx.Request) lockx.Resul
 }
 
 func maxprocs() int { return runtime.GOMAXPROCS(0) }
+
+// clusterClient returns a client of the shared test Cluster, closed at
+// cleanup.
+func clusterClient(t testing.TB) *redis.ClusterClient {
+	t.Helper()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: testenv.SharedCluster(t).Addrs})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// sentinelClient returns a failover client of the shared test Sentinel
+// deployment, closed at cleanup.
+func sentinelClient(t testing.TB) *redis.Client {
+	t.Helper()
+	s := testenv.SharedSentinel(t)
+	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.MasterName, SentinelAddrs: s.SentinelAddrs})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}

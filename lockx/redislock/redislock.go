@@ -15,7 +15,8 @@ import (
 
 // Backend is lockx's Redis backend over a redis.UniversalClient: a single
 // node, a Sentinel failover client or a Cluster. It implements
-// lockx.Backend, lockx.Notifier and lockx.BatchExtender. Create it with New;
+// lockx.Backend, lockx.Notifier, lockx.BatchExtender and lockx.ManyAcquirer.
+// Create it with New;
 // it is safe for concurrent use.
 type Backend struct {
 	rdb redis.UniversalClient
@@ -295,33 +296,12 @@ func (b *Backend) ExtendMany(ctx context.Context, reqs []lockx.ExtendRequest) []
 		}
 		return errs
 	}
+	args := make([][]any, len(reqs))
+	for i, r := range reqs {
+		args[i] = []any{nil, nil, 1, b.lockKey(r.Key), encodeOwner(r.Owner), millis(r.Lease)}
+	}
 	cmds := make([]*redis.Cmd, len(reqs))
-	pending := make([]int, len(reqs))
-	for i := range pending {
-		pending[i] = i
-	}
-	for _, sha := range [2]bool{true, false} {
-		pipe := b.rdb.Pipeline()
-		for _, i := range pending {
-			r := reqs[i]
-			keys := []string{b.lockKey(r.Key)}
-			if sha {
-				cmds[i] = pipe.EvalSha(ctx, extendScript.Hash(), keys, encodeOwner(r.Owner), millis(r.Lease))
-			} else {
-				cmds[i] = pipe.Eval(ctx, extendScript.src.(string), keys, encodeOwner(r.Owner), millis(r.Lease))
-			}
-		}
-		_, _ = pipe.Exec(ctx)
-		retry := pending[:0]
-		for _, i := range pending {
-			if sha && isNoScript(cmds[i].Err()) {
-				retry = append(retry, i)
-			}
-		}
-		if pending = retry; len(pending) == 0 {
-			break
-		}
-	}
+	pipeScripts(ctx, b.rdb, extendScript, args, cmds)
 	for i, cmd := range cmds {
 		v, err := cmd.Int64()
 		switch {

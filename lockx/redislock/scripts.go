@@ -27,6 +27,8 @@ var (
 	wakeScript    = loadScript("queue.lua", "wake_next.lua")
 	extendScript  = loadScript("extend.lua")
 	ttlScript     = loadScript("ttl.lua")
+	// acquireManyScript is AcquireMany's all-or-nothing attempt (many.go).
+	acquireManyScript = loadScript("queue.lua", "acquire_many.lua")
 )
 
 // script is a Lua script with its digest and text boxed once for the
@@ -128,17 +130,24 @@ func (b *Backend) newCall(key string, owner lockx.Owner) *call {
 // eval runs s with c.args[:n] ("evalsha", sha, numkeys, keys..., args...)
 // filled from index 2 on, falling back to EVAL on NOSCRIPT.
 func eval(ctx context.Context, p processor, s *script, c *call, n int) (int64, error) {
-	c.args[0], c.args[1] = "evalsha", s.sha
-	cmd := redis.NewCmd(ctx, c.args[:n]...)
+	return runScript(ctx, p, s, c.args[:n]).Int64()
+}
+
+// runScript runs s with args ("evalsha", sha, numkeys, keys..., args...;
+// the first two are set here) through p, falling back to EVAL on NOSCRIPT,
+// and returns the command.
+func runScript(ctx context.Context, p processor, s *script, args []any) *redis.Cmd {
+	args[0], args[1] = "evalsha", s.sha
+	cmd := redis.NewCmd(ctx, args...)
 	cmd.SetFirstKeyPos(3)
 	_ = p.Process(ctx, cmd)
 	if isNoScript(cmd.Err()) {
-		c.args[0], c.args[1] = "eval", s.src
-		cmd = redis.NewCmd(ctx, c.args[:n]...)
+		args[0], args[1] = "eval", s.src
+		cmd = redis.NewCmd(ctx, args...)
 		cmd.SetFirstKeyPos(3)
 		_ = p.Process(ctx, cmd)
 	}
-	return cmd.Int64()
+	return cmd
 }
 
 // isNoScript reports a NOSCRIPT reply (go-redis's ErrNoScript is one too).

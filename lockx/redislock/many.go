@@ -1,0 +1,210 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockx-go/lockx/lockx"
+)
+
+var _ lockx.ManyAcquirer = (*Backend)(nil)
+
+// AcquireMany implements lockx.ManyAcquirer: one all-or-nothing attempt at
+// every request, for one owner, without waiting.
+//
+// On a single node or a Sentinel primary it is one script call over every
+// key (acquire_many.lua), so one round trip, batched with the backend's other
+// calls like any script call. A Lua script may touch only keys of one Cluster
+// slot, so on a Cluster (and on any other client that routes by key) the keys
+// are grouped by hash tag — each lock's tag is its user key, so keys group
+// only when their names share a tag themselves, as "{order:1}:pay" and
+// "{order:1}:ship" do — and one script per group goes out in one pipeline,
+// which go-redis sends to each node in parallel: one round trip per node. If
+// some group is refused, the groups that were granted are released again
+// (one more round trip per node, owner-checked) before it returns, so the set
+// stays all or nothing.
+//
+// With WithReplicaAck it makes no call and reports the set as not taken
+// (every Result with Acquired false and TTL 0): the Client then takes the
+// keys one by one, each grant acknowledged by the replicas.
+func (b *Backend) AcquireMany(ctx context.Context, reqs []lockx.Request) ([]lockx.Result, error) {
+	if b.err != nil {
+		return nil, b.err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	res := make([]lockx.Result, len(reqs))
+	if len(reqs) == 0 || b.cfg.replicas > 0 {
+		return res, nil
+	}
+	for i, r := range reqs {
+		if r.Owner != reqs[0].Owner {
+			return nil, &lockx.ArgError{Arg: "requests", Reason: fmt.Sprintf("owner of %q differs from the first request's", r.Key)}
+		}
+		if r.Fair || r.Wait {
+			return nil, &lockx.ArgError{Arg: "requests", Reason: fmt.Sprintf("request %d waits or is fair; AcquireMany makes one plain attempt", i)}
+		}
+	}
+	owner := encodeOwner(reqs[0].Owner)
+	groups := b.groupByTag(reqs)
+	cmds := make([]*redis.Cmd, len(groups))
+	if len(groups) == 1 {
+		cmds[0] = runScript(ctx, b.run, acquireManyScript, manyArgs(b, reqs, groups[0], owner))
+	} else {
+		args := make([][]any, len(groups))
+		for g, idx := range groups {
+			args[g] = manyArgs(b, reqs, idx, owner)
+		}
+		pipeScripts(ctx, b.rdb, acquireManyScript, args, cmds)
+	}
+
+	granted := make([]bool, len(groups))
+	refused := false
+	var errs []error
+	for g, idx := range groups {
+		vs, err := cmds[g].Int64Slice()
+		if err == nil && len(vs) != len(idx) {
+			err = fmt.Errorf("redislock: acquire many: %d replies for %d keys", len(vs), len(idx))
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		granted[g] = vs[0] > 0
+		for j, i := range idx {
+			switch v := vs[j]; {
+			case v > 0:
+				res[i] = lockx.Result{Acquired: true, Token: lockx.Token(v), TTL: reqs[i].Lease}
+			case v < 0:
+				res[i].TTL = time.Duration(-1-v) * time.Millisecond
+			}
+		}
+		refused = refused || !granted[g]
+	}
+	if len(errs) > 0 {
+		// Unknown outcome: the Client releases every key, owner-checked.
+		return nil, b.fail(ctx, "acquire many", errors.Join(errs...))
+	}
+	if !refused {
+		return res, nil
+	}
+	// Some group was refused: give back the groups that were granted.
+	var back []int
+	for g, idx := range groups {
+		if granted[g] {
+			back = append(back, idx...)
+		}
+	}
+	for _, i := range back {
+		res[i].Acquired, res[i].Token, res[i].TTL = false, 0, 0
+	}
+	if len(back) > 0 {
+		if err := b.releaseKeys(ctx, reqs, back, owner); err != nil {
+			return nil, b.fail(ctx, "acquire many: give back", err)
+		}
+	}
+	return res, nil
+}
+
+// groupByTag returns the indexes of reqs grouped so that each group can run
+// as one script: everything in one group on a client that does not route by
+// key, else one group per hash tag, in order of first appearance.
+func (b *Backend) groupByTag(reqs []lockx.Request) [][]int {
+	if !b.routed {
+		idx := make([]int, len(reqs))
+		for i := range idx {
+			idx[i] = i
+		}
+		return [][]int{idx}
+	}
+	var groups [][]int
+	at := make(map[string]int, len(reqs))
+	for i, r := range reqs {
+		t := hashTag(b.lockKey(r.Key))
+		g, ok := at[t]
+		if !ok {
+			g = len(groups)
+			at[t] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}
+
+// manyArgs is the argument vector of acquire_many.lua for reqs[idx...]:
+// "evalsha", sha, numkeys, (lock, queue, queue data) per key, owner, leases.
+func manyArgs(b *Backend, reqs []lockx.Request, idx []int, owner string) []any {
+	args := make([]any, 0, 4+4*len(idx))
+	args = append(args, "evalsha", acquireManyScript.sha, 3*len(idx))
+	for _, i := range idx {
+		lk, q, d, _ := b.keys(reqs[i].Key)
+		args = append(args, lk, q, d)
+	}
+	args = append(args, owner)
+	for _, i := range idx {
+		args = append(args, millis(reqs[i].Lease))
+	}
+	return args
+}
+
+// releaseKeys releases reqs[idx...] from owner (encoded) in one pipeline,
+// bounded by a second past ctx's cancellation.
+func (b *Backend) releaseKeys(ctx context.Context, reqs []lockx.Request, idx []int, owner string) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	args := make([][]any, len(idx))
+	for j, i := range idx {
+		lk, q, d, w := b.keys(reqs[i].Key)
+		args[j] = []any{"evalsha", releaseScript.sha, 4, lk, q, d, w, owner, b.tombArg, b.chpfArg}
+	}
+	cmds := make([]*redis.Cmd, len(idx))
+	pipeScripts(rctx, b.rdb, releaseScript, args, cmds)
+	var errs []error
+	for _, c := range cmds {
+		if err := c.Err(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// pipeScripts runs s once per argument vector (each "evalsha", sha,
+// numkeys, keys..., args...) in one pipeline of rdb (split per node on a
+// Cluster), then once more with EVAL for those that met NOSCRIPT; cmds gets
+// the final command of each.
+func pipeScripts(ctx context.Context, rdb redis.UniversalClient, s *script, args [][]any, cmds []*redis.Cmd) {
+	pending := make([]int, len(args))
+	for i := range pending {
+		pending[i] = i
+	}
+	for _, sha := range [2]bool{true, false} {
+		pipe := rdb.Pipeline()
+		for _, i := range pending {
+			a := args[i]
+			if sha {
+				a[0], a[1] = "evalsha", s.sha
+			} else {
+				a[0], a[1] = "eval", s.src
+			}
+			cmds[i] = redis.NewCmd(ctx, a...)
+			cmds[i].SetFirstKeyPos(3)
+			_ = pipe.Process(ctx, cmds[i])
+		}
+		_, _ = pipe.Exec(ctx)
+		retry := pending[:0]
+		for _, i := range pending {
+			if sha && isNoScript(cmds[i].Err()) {
+				retry = append(retry, i)
+			}
+		}
+		if pending = retry; len(pending) == 0 {
+			return
+		}
+	}
+}
