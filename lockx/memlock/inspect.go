@@ -62,9 +62,9 @@ func (b *Backend) info(key string, now time.Time) (lockx.LockInfo, bool) {
 		waiting[q.owner] = true
 	}
 	if ws := b.watchers[key]; ws != nil {
-		for w := range ws.m {
-			if w.owner != e.owner {
-				waiting[w.owner] = true
+		for o := range ws.byOwner {
+			if o != e.owner {
+				waiting[o] = true
 			}
 		}
 	}

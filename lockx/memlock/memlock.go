@@ -26,6 +26,11 @@ type Backend struct {
 	token    lockx.Token
 	now      func() time.Time
 
+	// Read/write locks and semaphores, guarded by mu like the lock table and
+	// made on first use (rwTable, semTable); nothing is kept for a free key.
+	rw   map[string]*rwEntry
+	sems map[string]*semEntry
+
 	sideMu  sync.Mutex // guards the capability state below, made on first use
 	fences  *FenceStore
 	results *ResultStore
@@ -44,11 +49,43 @@ type queued struct {
 	deadline time.Time
 }
 
-type watchSet struct{ m map[*watcher]struct{} }
+// watchSet holds a key's watchers by owner, so that a targeted wake-up (a
+// fair queue's head, the readers or permit requests that can now be granted)
+// costs a lookup per woken owner, not a pass over every watcher.
+type watchSet struct {
+	byOwner map[lockx.Owner][]*watcher
+}
 
 type watcher struct {
 	owner lockx.Owner
 	ch    chan struct{}
+}
+
+func (w *watcher) wake() {
+	select {
+	case w.ch <- struct{}{}:
+	default:
+	}
+}
+
+// wakeOwner wakes owner's watchers of key. Callers hold b.mu.
+func (b *Backend) wakeOwner(key string, owner lockx.Owner) {
+	if ws := b.watchers[key]; ws != nil {
+		for _, w := range ws.byOwner[owner] {
+			w.wake()
+		}
+	}
+}
+
+// wakeEvery wakes every watcher of key. Callers hold b.mu.
+func (b *Backend) wakeEvery(key string) {
+	if ws := b.watchers[key]; ws != nil {
+		for _, list := range ws.byOwner {
+			for _, w := range list {
+				w.wake()
+			}
+		}
+	}
 }
 
 // New returns an empty in-process backend.
@@ -197,22 +234,11 @@ func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) er
 // wake notifies the head of the fair queue, or every watcher of key when no
 // one is queued. Callers hold b.mu.
 func (b *Backend) wake(key string, e *entry) {
-	var head lockx.Owner
 	if len(e.queue) > 0 {
-		head = e.queue[0].owner
-	}
-	ws := b.watchers[key]
-	if ws == nil {
+		b.wakeOwner(key, e.queue[0].owner)
 		return
 	}
-	for w := range ws.m {
-		if head == "" || w.owner == head {
-			select {
-			case w.ch <- struct{}{}:
-			default:
-			}
-		}
-	}
+	b.wakeEvery(key)
 }
 
 // TTL implements lockx.Backend.
@@ -236,15 +262,28 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 	b.mu.Lock()
 	ws := b.watchers[key]
 	if ws == nil {
-		ws = &watchSet{m: make(map[*watcher]struct{})}
+		ws = &watchSet{byOwner: make(map[lockx.Owner][]*watcher)}
 		b.watchers[key] = ws
 	}
-	ws.m[w] = struct{}{}
+	ws.byOwner[owner] = append(ws.byOwner[owner], w)
 	b.mu.Unlock()
 	return w.ch, func() {
 		b.mu.Lock()
-		delete(ws.m, w)
-		if len(ws.m) == 0 && b.watchers[key] == ws {
+		list := ws.byOwner[owner]
+		for i, x := range list {
+			if x == w {
+				list[i] = list[len(list)-1]
+				list[len(list)-1] = nil
+				list = list[:len(list)-1]
+				break
+			}
+		}
+		if len(list) == 0 {
+			delete(ws.byOwner, owner)
+		} else {
+			ws.byOwner[owner] = list
+		}
+		if len(ws.byOwner) == 0 && b.watchers[key] == ws {
 			delete(b.watchers, key)
 		}
 		b.mu.Unlock()

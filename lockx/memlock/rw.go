@@ -2,55 +2,26 @@ package memlock
 
 import (
 	"context"
-	"runtime"
-	"sync"
+	"slices"
 	"time"
-	"weak"
 
 	"github.com/lockx-go/lockx/lockx"
 )
 
 var _ lockx.RWBackend = (*Backend)(nil)
 
-// patternState holds a Backend's read/write locks and semaphores, guarded
-// by the Backend's mu. It lives beside the Backend rather than in it (see
-// stateOf) and, like the lock table, keeps nothing for a free key.
-type patternState struct {
-	rw   map[string]*rwEntry
-	sems map[string]*semEntry
-}
-
-// states maps each Backend, weakly, to its patternState; an entry goes away
-// with its Backend. A field of Backend would do the same more plainly.
-var states = struct {
-	mu sync.Mutex
-	m  map[weak.Pointer[Backend]]*patternState
-}{m: make(map[weak.Pointer[Backend]]*patternState)}
-
-// stateOf returns b's pattern state. Callers hold b.mu.
-func stateOf(b *Backend) *patternState {
-	wp := weak.Make(b)
-	states.mu.Lock()
-	defer states.mu.Unlock()
-	s := states.m[wp]
-	if s == nil {
-		s = &patternState{rw: make(map[string]*rwEntry), sems: make(map[string]*semEntry)}
-		states.m[wp] = s
-		runtime.AddCleanup(b, func(wp weak.Pointer[Backend]) {
-			states.mu.Lock()
-			delete(states.m, wp)
-			states.mu.Unlock()
-		}, wp)
-	}
-	return s
-}
-
+// rwEntry is one read/write lock. Like semEntry it sweeps expired holds and
+// queue entries only once one may be due, indexes its queue by owner and
+// counts its queued writers, so a decision does not walk every reader.
 type rwEntry struct {
 	writer   lockx.Owner
 	wExpires time.Time
 	readers  map[lockx.Owner]time.Time
 	token    lockx.Token // the latest write's token: the readers' epoch
-	queue    []rwWaiter
+	queue    []*rwWaiter
+	queued   map[lockx.Owner]*rwWaiter
+	writers  int // queued writers
+	due      due
 }
 
 type rwWaiter struct {
@@ -59,31 +30,44 @@ type rwWaiter struct {
 	deadline time.Time
 }
 
+func (w *rwWaiter) ends() time.Time { return w.deadline }
+
+// rwTable returns the Backend's read/write locks, made on first use.
+// Callers hold b.mu.
+func (b *Backend) rwTable() map[string]*rwEntry {
+	if b.rw == nil {
+		b.rw = make(map[string]*rwEntry)
+	}
+	return b.rw
+}
+
 // liveRW returns key's read/write entry with expired holds and queue entries
 // dropped, or nil if nothing is left. Callers hold b.mu.
 func (b *Backend) liveRW(key string, now time.Time) *rwEntry {
-	st := stateOf(b)
-	e := st.rw[key]
+	e := b.rw[key]
 	if e == nil {
 		return nil
 	}
-	if e.writer != "" && !now.Before(e.wExpires) {
-		e.writer = ""
-	}
-	for o, exp := range e.readers {
-		if !now.Before(exp) {
-			delete(e.readers, o)
+	if passed(e.due.holds, now) {
+		e.due.holds = time.Time{}
+		if e.writer != "" {
+			if !now.Before(e.wExpires) {
+				e.writer = ""
+			} else {
+				e.due.hold(e.wExpires)
+			}
+		}
+		for o, exp := range e.readers {
+			if !now.Before(exp) {
+				delete(e.readers, o)
+			} else {
+				e.due.hold(exp)
+			}
 		}
 	}
-	q := e.queue[:0]
-	for _, w := range e.queue {
-		if now.Before(w.deadline) {
-			q = append(q, w)
-		}
-	}
-	e.queue = q
+	e.queue = sweepQueue(&e.due, e.queue, now, e.forget)
 	if e.writer == "" && len(e.readers) == 0 && len(e.queue) == 0 {
-		delete(st.rw, key)
+		delete(b.rw, key)
 		return nil
 	}
 	return e
@@ -102,13 +86,14 @@ func (b *Backend) AcquireRW(ctx context.Context, mode lockx.RWMode, req lockx.Re
 	now := b.now()
 	e := b.liveRW(req.Key, now)
 	if e == nil {
-		e = &rwEntry{readers: make(map[lockx.Owner]time.Time)}
-		stateOf(b).rw[req.Key] = e
+		e = &rwEntry{readers: make(map[lockx.Owner]time.Time), queued: make(map[lockx.Owner]*rwWaiter)}
+		b.rwTable()[req.Key] = e
 	}
 	exp := now.Add(req.Lease)
 	if mode == lockx.ModeWrite {
 		if e.writer == req.Owner {
 			e.wExpires = exp
+			e.due.hold(exp)
 			return lockx.Result{Acquired: true, Token: e.token, TTL: req.Lease}, nil
 		}
 		if _, reads := e.readers[req.Owner]; reads {
@@ -129,24 +114,18 @@ func (b *Backend) AcquireRW(ctx context.Context, mode lockx.RWMode, req lockx.Re
 		e.dequeue(req.Owner)
 		b.token++
 		e.writer, e.wExpires, e.token = req.Owner, exp, b.token
+		e.due.hold(exp)
 		return lockx.Result{Acquired: true, Token: e.token, TTL: req.Lease}, nil
 	}
 
 	if _, ok := e.readers[req.Owner]; ok {
 		e.readers[req.Owner] = exp
+		e.due.hold(exp)
 		return lockx.Result{Acquired: true, Token: e.token, TTL: req.Lease}, nil
 	}
 	blocked := e.writer != "" && e.writer != req.Owner
 	if !blocked && req.Fair && e.writer != req.Owner {
-		for _, w := range e.queue {
-			if w.owner == req.Owner {
-				break
-			}
-			if w.mode == lockx.ModeWrite {
-				blocked = true // writer preference: a queued writer goes first
-				break
-			}
-		}
+		blocked = e.writerAhead(req.Owner) // writer preference: a queued writer goes first
 	}
 	if blocked {
 		if req.Wait && req.Fair {
@@ -162,7 +141,28 @@ func (b *Backend) AcquireRW(ctx context.Context, mode lockx.RWMode, req lockx.Re
 		e.token = b.token
 	}
 	e.readers[req.Owner] = exp
+	e.due.hold(exp)
 	return lockx.Result{Acquired: true, Token: e.token, TTL: req.Lease}, nil
+}
+
+// writerAhead reports whether a writer is queued ahead of owner (anywhere
+// in the queue if owner is not queued).
+func (e *rwEntry) writerAhead(owner lockx.Owner) bool {
+	if e.writers == 0 {
+		return false
+	}
+	if e.queued[owner] == nil {
+		return true
+	}
+	for _, w := range e.queue {
+		if w.owner == owner {
+			return false
+		}
+		if w.mode == lockx.ModeWrite {
+			return true
+		}
+	}
+	return false
 }
 
 func (e *rwEntry) enqueue(req lockx.Request, mode lockx.RWMode, now time.Time) {
@@ -170,38 +170,54 @@ func (e *rwEntry) enqueue(req lockx.Request, mode lockx.RWMode, now time.Time) {
 	if qttl <= 0 {
 		qttl = lockx.DefaultQueueTTL
 	}
-	for i := range e.queue {
-		if e.queue[i].owner == req.Owner {
-			e.queue[i].deadline, e.queue[i].mode = now.Add(qttl), mode
-			return
+	deadline := now.Add(qttl)
+	e.due.queued(deadline)
+	if w := e.queued[req.Owner]; w != nil {
+		if w.mode == lockx.ModeWrite {
+			e.writers--
 		}
+		if mode == lockx.ModeWrite {
+			e.writers++
+		}
+		w.deadline, w.mode = deadline, mode
+		return
 	}
-	e.queue = append(e.queue, rwWaiter{owner: req.Owner, mode: mode, deadline: now.Add(qttl)})
+	w := &rwWaiter{owner: req.Owner, mode: mode, deadline: deadline}
+	e.queue = append(e.queue, w)
+	e.queued[req.Owner] = w
+	if mode == lockx.ModeWrite {
+		e.writers++
+	}
+}
+
+// forget drops w from the queue's index and counts; the caller removes it
+// from the queue itself.
+func (e *rwEntry) forget(w *rwWaiter) {
+	delete(e.queued, w.owner)
+	if w.mode == lockx.ModeWrite {
+		e.writers--
+	}
 }
 
 func (e *rwEntry) dequeue(owner lockx.Owner) bool {
-	for i, w := range e.queue {
-		if w.owner == owner {
-			e.queue = append(e.queue[:i], e.queue[i+1:]...)
-			return true
-		}
+	w := e.queued[owner]
+	if w == nil {
+		return false
 	}
-	return false
+	e.forget(w)
+	if i := slices.Index(e.queue, w); i >= 0 {
+		e.queue = slices.Delete(e.queue, i, i+1)
+	}
+	return true
 }
 
-// blockerTTL is the remaining lease of the hold that blocks the key soonest
-// to expire, a bound for a waiter's backoff.
+// blockerTTL bounds a waiter's backoff: the remaining lease of the writer
+// holding the key, or the time until the earliest reader's lease may end.
 func (e *rwEntry) blockerTTL(now time.Time) time.Duration {
 	if e.writer != "" {
 		return e.wExpires.Sub(now)
 	}
-	var ttl time.Duration
-	for _, exp := range e.readers {
-		if d := exp.Sub(now); ttl == 0 || d < ttl {
-			ttl = d
-		}
-	}
-	return ttl
+	return left(e.due.holds, now)
 }
 
 // ExtendRW implements lockx.RWBackend.
@@ -218,10 +234,12 @@ func (b *Backend) ExtendRW(ctx context.Context, mode lockx.RWMode, key string, o
 		return lockx.ErrNotHeld
 	case mode == lockx.ModeWrite && e.writer == owner:
 		e.wExpires = now.Add(lease)
+		e.due.hold(e.wExpires)
 		return nil
 	case mode == lockx.ModeRead:
 		if _, ok := e.readers[owner]; ok {
 			e.readers[owner] = now.Add(lease)
+			e.due.hold(e.readers[owner])
 			return nil
 		}
 	}
@@ -263,28 +281,17 @@ func (b *Backend) wakeRW(key string, e *rwEntry) {
 	if e.writer != "" {
 		return
 	}
-	ws := b.watchers[key]
-	if ws == nil {
+	if e.writers == 0 {
+		b.wakeEvery(key)
 		return
 	}
-	targets := make(map[lockx.Owner]bool)
-	all := true
-	for _, w := range e.queue {
+	for i, w := range e.queue {
 		if w.mode == lockx.ModeWrite {
-			all = false
-			if len(e.readers) == 0 && len(targets) == 0 {
-				targets[w.owner] = true
+			if i == 0 && len(e.readers) == 0 {
+				b.wakeOwner(key, w.owner)
 			}
-			break
+			return
 		}
-		targets[w.owner] = true
-	}
-	for w := range ws.m {
-		if all || targets[w.owner] {
-			select {
-			case w.ch <- struct{}{}:
-			default:
-			}
-		}
+		b.wakeOwner(key, w.owner)
 	}
 }

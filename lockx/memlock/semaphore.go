@@ -2,6 +2,7 @@ package memlock
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
@@ -9,9 +10,17 @@ import (
 
 var _ lockx.SemaphoreBackend = (*Backend)(nil)
 
+// semEntry is one semaphore. Its counters (inUse, queued) and the
+// owner index keep every decision independent of the number of holders and
+// waiters: a grant or refusal looks at the queue only as far as the permits
+// reach, and expired leases are swept only once the earliest of them is due.
 type semEntry struct {
 	holders map[lockx.Owner]*semHold
-	queue   []semWaiter
+	inUse   int64 // permits of the holders
+	queue   []*semWaiter
+	queued  map[lockx.Owner]*semWaiter
+	qCount  int64 // permits asked for by the queue
+	due     due
 }
 
 type semHold struct {
@@ -27,39 +36,44 @@ type semWaiter struct {
 	deadline time.Time
 }
 
+func (w *semWaiter) ends() time.Time { return w.deadline }
+
+// semTable returns the Backend's semaphores, made on first use. Callers hold
+// b.mu.
+func (b *Backend) semTable() map[string]*semEntry {
+	if b.sems == nil {
+		b.sems = make(map[string]*semEntry)
+	}
+	return b.sems
+}
+
 // liveSem returns key's semaphore with expired leases and queue entries
 // dropped, or nil if nothing is left. Callers hold b.mu.
 func (b *Backend) liveSem(key string, now time.Time) *semEntry {
-	st := stateOf(b)
-	e := st.sems[key]
+	e := b.sems[key]
 	if e == nil {
 		return nil
 	}
-	for o, h := range e.holders {
-		if !now.Before(h.expires) {
-			delete(e.holders, o)
+	if passed(e.due.holds, now) {
+		e.due.holds = time.Time{}
+		for o, h := range e.holders {
+			if !now.Before(h.expires) {
+				delete(e.holders, o)
+				e.inUse -= h.count
+			} else {
+				e.due.hold(h.expires)
+			}
 		}
 	}
-	q := e.queue[:0]
-	for _, w := range e.queue {
-		if now.Before(w.deadline) {
-			q = append(q, w)
-		}
-	}
-	e.queue = q
+	e.queue = sweepQueue(&e.due, e.queue, now, func(w *semWaiter) {
+		delete(e.queued, w.owner)
+		e.qCount -= w.count
+	})
 	if len(e.holders) == 0 && len(e.queue) == 0 {
-		delete(st.sems, key)
+		delete(b.sems, key)
 		return nil
 	}
 	return e
-}
-
-func (e *semEntry) inUse() int64 {
-	var n int64
-	for _, h := range e.holders {
-		n += h.count
-	}
-	return n
 }
 
 func checkPermitRequest(req lockx.PermitRequest) error {
@@ -87,27 +101,16 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 	now := b.now()
 	e := b.liveSem(req.Key, now)
 	if e == nil {
-		e = &semEntry{holders: make(map[lockx.Owner]*semHold)}
-		stateOf(b).sems[req.Key] = e
+		e = &semEntry{holders: make(map[lockx.Owner]*semHold), queued: make(map[lockx.Owner]*semWaiter)}
+		b.semTable()[req.Key] = e
 	}
+	exp := now.Add(req.Lease)
 	if h := e.holders[req.Owner]; h != nil {
-		h.expires = now.Add(req.Lease)
+		h.expires = exp
+		e.due.hold(exp)
 		return lockx.Result{Acquired: true, Token: h.token, TTL: req.Lease}, nil
 	}
-	// First come, first served: the requests queued ahead count as taken, so
-	// a large request is never overtaken, while the whole prefix of the
-	// queue that fits is granted at once rather than one head at a time.
-	need := e.inUse() + req.Count
-	if req.Fair {
-		for _, w := range e.queue {
-			if w.owner == req.Owner {
-				break
-			}
-			need += w.count
-		}
-	}
-	fits := need <= req.Limit
-	if !fits {
+	if !e.fits(req) {
 		if req.Wait && req.Fair {
 			e.enqueue(req, now)
 		}
@@ -117,11 +120,36 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 	}
 	e.dequeue(req.Owner)
 	b.token++
-	e.holders[req.Owner] = &semHold{count: req.Count, token: b.token, expires: now.Add(req.Lease)}
+	e.holders[req.Owner] = &semHold{count: req.Count, token: b.token, expires: exp}
+	e.inUse += req.Count
+	e.due.hold(exp)
 	if len(e.queue) > 0 {
 		b.wakeSem(req.Key, e) // the next in line may fit as well
 	}
 	return lockx.Result{Acquired: true, Token: b.token, TTL: req.Lease}, nil
+}
+
+// fits reports whether req can be granted now. First come, first served:
+// with Fair the requests queued ahead count as taken, so a large request is
+// never overtaken, while the whole prefix of the queue that fits is granted
+// at once rather than one head at a time.
+func (e *semEntry) fits(req lockx.PermitRequest) bool {
+	need := e.inUse + req.Count
+	if !req.Fair || need > req.Limit {
+		return need <= req.Limit
+	}
+	if e.queued[req.Owner] == nil {
+		return need+e.qCount <= req.Limit
+	}
+	for _, w := range e.queue {
+		if w.owner == req.Owner {
+			break
+		}
+		if need += w.count; need > req.Limit {
+			return false
+		}
+	}
+	return true
 }
 
 func (e *semEntry) enqueue(req lockx.PermitRequest, now time.Time) {
@@ -129,33 +157,36 @@ func (e *semEntry) enqueue(req lockx.PermitRequest, now time.Time) {
 	if qttl <= 0 {
 		qttl = lockx.DefaultQueueTTL
 	}
-	for i := range e.queue {
-		if e.queue[i].owner == req.Owner {
-			e.queue[i].deadline, e.queue[i].count, e.queue[i].limit = now.Add(qttl), req.Count, req.Limit
-			return
-		}
+	deadline := now.Add(qttl)
+	e.due.queued(deadline)
+	if w := e.queued[req.Owner]; w != nil {
+		e.qCount += req.Count - w.count
+		w.deadline, w.count, w.limit = deadline, req.Count, req.Limit
+		return
 	}
-	e.queue = append(e.queue, semWaiter{owner: req.Owner, count: req.Count, limit: req.Limit, deadline: now.Add(qttl)})
+	w := &semWaiter{owner: req.Owner, count: req.Count, limit: req.Limit, deadline: deadline}
+	e.queue = append(e.queue, w)
+	e.queued[req.Owner] = w
+	e.qCount += req.Count
 }
 
 func (e *semEntry) dequeue(owner lockx.Owner) bool {
-	for i, w := range e.queue {
-		if w.owner == owner {
-			e.queue = append(e.queue[:i], e.queue[i+1:]...)
-			return true
-		}
+	w := e.queued[owner]
+	if w == nil {
+		return false
 	}
-	return false
+	delete(e.queued, owner)
+	e.qCount -= w.count
+	if i := slices.Index(e.queue, w); i >= 0 {
+		e.queue = slices.Delete(e.queue, i, i+1)
+	}
+	return true
 }
 
+// soonestExpiry bounds a waiter's backoff: the time until the earliest
+// lease may end.
 func (e *semEntry) soonestExpiry(now time.Time) time.Duration {
-	var ttl time.Duration
-	for _, h := range e.holders {
-		if d := h.expires.Sub(now); ttl == 0 || d < ttl {
-			ttl = d
-		}
-	}
-	return ttl
+	return left(e.due.holds, now)
 }
 
 // ExtendPermits implements lockx.SemaphoreBackend.
@@ -170,7 +201,9 @@ func (b *Backend) ExtendPermits(ctx context.Context, key string, owner lockx.Own
 	if e == nil || e.holders[owner] == nil {
 		return lockx.ErrNotHeld
 	}
-	e.holders[owner].expires = now.Add(lease)
+	exp := now.Add(lease)
+	e.holders[owner].expires = exp
+	e.due.hold(exp)
 	return nil
 }
 
@@ -184,8 +217,9 @@ func (b *Backend) ReleasePermits(ctx context.Context, key string, owner lockx.Ow
 		return lockx.ErrNotHeld
 	}
 	err := lockx.ErrNotHeld
-	if e.holders[owner] != nil {
+	if h := e.holders[owner]; h != nil {
 		delete(e.holders, owner)
+		e.inUse -= h.count
 		err = nil
 	}
 	if withdrew := e.dequeue(owner); err == nil || withdrew {
@@ -206,33 +240,23 @@ func (b *Backend) Permits(ctx context.Context, key string) (lockx.PermitUsage, e
 	if e == nil {
 		return lockx.PermitUsage{}, nil
 	}
-	return lockx.PermitUsage{InUse: e.inUse(), Holders: int64(len(e.holders)), Waiting: int64(len(e.queue))}, nil
+	return lockx.PermitUsage{InUse: e.inUse, Holders: int64(len(e.holders)), Waiting: int64(len(e.queue))}, nil
 }
 
 // wakeSem wakes the queued owners whose requests fit, in queue order, up to
 // the first that does not; with no one queued, every watcher (non-fair
 // waiters do not queue). Callers hold b.mu.
 func (b *Backend) wakeSem(key string, e *semEntry) {
-	ws := b.watchers[key]
-	if ws == nil {
+	if len(e.queue) == 0 {
+		b.wakeEvery(key)
 		return
 	}
-	targets := make(map[lockx.Owner]bool)
-	used := e.inUse()
+	used := e.inUse
 	for _, w := range e.queue {
 		if used+w.count > w.limit {
 			break
 		}
 		used += w.count
-		targets[w.owner] = true
-	}
-	all := len(e.queue) == 0
-	for w := range ws.m {
-		if all || targets[w.owner] {
-			select {
-			case w.ch <- struct{}{}:
-			default:
-			}
-		}
+		b.wakeOwner(key, w.owner)
 	}
 }
