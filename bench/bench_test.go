@@ -20,12 +20,13 @@ func TestMain(m *testing.M) {
 	}())
 }
 
-// BenchmarkPair is the allocation table as a go test benchmark:
+// BenchmarkPair is the allocation table as a go test benchmark, with the
+// Redlock rows (redsync on 5 servers is in pairLibs already):
 //
 //	cd bench && go test -run '^$' -bench Pair -benchmem
 func BenchmarkPair(b *testing.B) {
 	ctx := context.Background()
-	for _, l := range pairLibs() {
+	for _, l := range append(pairLibs(), redlockLibs()[1:]...) {
 		if l.name == nameLockxTry {
 			continue
 		}

@@ -190,36 +190,53 @@ func (e *Env) Close() {
 	e.servers, e.admin = nil, nil
 }
 
-// cmdProbe counts, in the window, the commands the main Redis server
+// cmdProbe counts, in the window, the commands the Redis servers under test
 // executed (INFO commandstats, which includes the commands scripts call;
 // INFO and CONFIG, the probe's own, are excluded) and the round trips of
-// the clients under test, and divides both by the operations counted.
+// the clients under test, and divides both by the operations counted. It
+// watches the main server, or the first n servers (cmdProbeOn).
 type cmdProbe struct {
 	e         *Env
-	before    map[string]int64
+	n         int
+	before    int64
+	ok        bool
 	rttBefore int64
 }
 
-func (e *Env) cmdProbe() *cmdProbe { return &cmdProbe{e: e} }
+func (e *Env) cmdProbe() *cmdProbe { return e.cmdProbeOn(1) }
+
+// cmdProbeOn counts the commands of the first n servers, summed.
+func (e *Env) cmdProbeOn(n int) *cmdProbe { return &cmdProbe{e: e, n: n} }
+
+// calls sums the servers' command counts, less the probe's own commands.
+func (p *cmdProbe) calls(ctx context.Context) (int64, bool) {
+	var n int64
+	for i := range p.n {
+		m, err := commandCalls(ctx, p.e.Admin(i))
+		if err != nil {
+			return 0, false
+		}
+		for k, v := range m {
+			if k != "info" && k != "config|resetstat" && k != "config" {
+				n += v
+			}
+		}
+	}
+	return n, true
+}
 
 func (p *cmdProbe) begin(ctx context.Context) {
-	p.before, _ = commandCalls(ctx, p.e.Admin(0))
+	p.before, p.ok = p.calls(ctx)
 	p.rttBefore = p.e.rtts.n.Load()
 }
 
 func (p *cmdProbe) end(ctx context.Context, s Sample, window time.Duration) {
 	rtts := p.e.rtts.n.Load() - p.rttBefore
-	after, err := commandCalls(ctx, p.e.Admin(0))
-	if err != nil || p.before == nil {
+	after, ok := p.calls(ctx)
+	if !ok || !p.ok {
 		return
 	}
-	var n int64
-	for k, v := range after {
-		if k == "info" || k == "config|resetstat" || k == "config" {
-			continue
-		}
-		n += v - p.before[k]
-	}
+	n := after - p.before
 	s["cmds/s"] = float64(n) / window.Seconds()
 	s["rtt/s"] = float64(rtts) / window.Seconds()
 	if ops := s[mRate] * window.Seconds(); ops > 0 {

@@ -96,6 +96,13 @@ var sections = []section{
 		ratio: mRate, ratioHeader: "× raw (per run)",
 	},
 	{
+		key:   redlockSection,
+		title: "Redlock: 5 independent redis-servers",
+		intro: "Both libraries on the same five servers, one go-redis client (pool 64) per server, in one process. Uncontended groups: each goroutine acquires and releases its own key in a loop (redsync: NewMutex + LockContext + UnlockContext at its defaults; lockx: a Client over redislock.NewQuorum with its defaults and WithLease, so no watchdog). Refused-tries group: one holder holds a key on all five servers and 16 goroutines try it once, again and again; an operation is one refused try, its cost what the five servers and the clients carried for it. Round trips (go-redis hook), server commands (INFO commandstats, including the commands a script calls) and server CPU (INFO cpu, user + system) are summed over the five servers.",
+		cols:  []col{colRate("ops/s"), colP50, colP99, colRTT("round trips/op"), colCmds("server cmds/op"), {mSrvCPU, "server CPU µs/op", false}, colFail},
+		ratio: mRate, ratioHeader: "× redsync (per run)",
+	},
+	{
 		key:   pgSection,
 		title: "PostgreSQL: uncontended acquire + release",
 		intro: "Raw: each goroutine on its own pinned connection of one pool of n connections, session advisory locks. lockx pglock gets a pool of the same size (at least 6: it keeps up to 4 holder sessions and a listener).",

@@ -55,6 +55,7 @@ func Cases() []*Case {
 	cs = append(cs, watchdogCases()...)
 	cs = append(cs, memoryCases()...)
 	cs = append(cs, heldCases()...)
+	cs = append(cs, redlockCases()...)
 	cs = append(cs, pgCases()...)
 	return cs
 }

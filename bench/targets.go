@@ -63,7 +63,7 @@ func med(r *Result, key string) float64 {
 	return median(r.values(key))
 }
 
-// evalTargets checks every target of issues 2, 3 and 13 against the runs.
+// evalTargets checks every target of issues 2, 3, 4 and 13 against the runs.
 func evalTargets(rs Results) []target {
 	var out []target
 	g64 := groupGoroutines(64)
@@ -196,7 +196,38 @@ func evalTargets(rs Results) []target {
 			pt.status = missed(num(v)+" ms", fmt.Sprintf("%s handoffs/s", num(med(pgHot, mRate))))
 		}
 	}
-	return append(out, pt)
+	out = append(out, pt)
+	return append(out, redlockTargets(rs)...)
+}
+
+// redlockTargets: issue 4's ≥ 1.2× redsync (5 pools) at each goroutine
+// count of the Redlock table, and the cost of a refused try.
+func redlockTargets(rs Results) []target {
+	var out []target
+	for _, n := range []int{1, 16, 64} {
+		g := groupGoroutines(n)
+		q, r := rs.find(redlockSection, g, nameQuorum), rs.find(redlockSection, g, nameRedsync5)
+		out = append(out, ratioTarget("4", fmt.Sprintf("Redlock, 5 servers, uncontended, %s: lockx quorum ≥ 1.2× redsync (5 pools) pairs/s", g), q, r, mRate, 1.2,
+			func(float64) string {
+				return fmt.Sprintf("p99 %s ms vs %s ms; server CPU %s µs/pair vs %s µs/pair on the 5 servers (lockx's scripts vs SET NX + compare-and-delete)",
+					num(med(q, mP99)), num(med(r, mP99)), num(med(q, mSrvCPU)), num(med(r, mSrvCPU)))
+			}))
+	}
+	q, r := rs.find(redlockSection, redlockRetry, nameRetryQuorum), rs.find(redlockSection, redlockRetry, nameRetryRs)
+	t := target{issue: "4", text: "Redlock retry storm: a refused try costs the 5 servers less CPU than redsync's (which releases on every node after every failed try)"}
+	a, b := med(q, mSrvCPU), med(r, mSrvCPU)
+	if math.IsNaN(a) || math.IsNaN(b) {
+		t.status, t.detail = statusNA, skipReason(q, r)
+		return append(out, t)
+	}
+	t.detail = fmt.Sprintf("%s µs vs %s µs server CPU per refused try; %s vs %s server commands, %s vs %s round trips; %s vs %s tries/s",
+		num(a), num(b), num(med(q, mCmds)), num(med(r, mCmds)), num(med(q, mRTT)), num(med(r, mRTT)), num(med(q, mRate)), num(med(r, mRate)))
+	if a < b {
+		t.status = statusMet
+	} else {
+		t.status = missed(num(a)+" µs", "at or above redsync's")
+	}
+	return append(out, t)
 }
 
 // bestPerRun builds a synthetic result whose run i holds, of the given

@@ -86,7 +86,16 @@ func uncontendedCases() []*Case {
 // runPairs drives n goroutines, each acquiring and releasing its own key
 // through one shared Locker (one process, go-redis pool of PoolSize).
 func runPairs(ctx context.Context, e *Env, p Params, l pairLib, n int) (Sample, error) {
-	lk, err := l.open(ctx, e, PoolSize)
+	var probes []probe
+	if l.remote {
+		probes = append(probes, e.cmdProbe())
+	}
+	return runPairsProbed(ctx, e, p, l.open, n, probes...)
+}
+
+// runPairsProbed is runPairs with the given probes.
+func runPairsProbed(ctx context.Context, e *Env, p Params, open opener, n int, probes ...probe) (Sample, error) {
+	lk, err := open(ctx, e, PoolSize)
 	if err != nil {
 		return nil, err
 	}
@@ -94,10 +103,6 @@ func runPairs(ctx context.Context, e *Env, p Params, l pairLib, n int) (Sample, 
 	keys := make([]string, n)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("u:%d", i)
-	}
-	var probes []probe
-	if l.remote {
-		probes = append(probes, e.cmdProbe())
 	}
 	return drive(ctx, p, n, func(ctx context.Context, w int, r *recorder) {
 		t := time.Now()

@@ -320,18 +320,6 @@ func (q *Quorum) drift(lease time.Duration) time.Duration {
 	return time.Duration(float64(lease)*q.cfg.driftFactor) + q.cfg.driftFixed
 }
 
-// finisher cancels a context once its last user is done.
-type finisher struct {
-	left   atomic.Int32
-	cancel context.CancelFunc
-}
-
-func (f *finisher) done() {
-	if f.left.Add(-1) == 0 {
-		f.cancel()
-	}
-}
-
 // nodeAnswer is one node's reply to one call.
 type nodeAnswer struct {
 	res lockx.Result
@@ -345,7 +333,9 @@ type nodeAnswer struct {
 // has passed or ctx ends. Answers arriving later go to late (if not nil)
 // with ended = true, from the node's goroutine. The node calls run under a
 // context bounded by budget that outlives the collection, so a straggler is
-// not cut off by the collection ending.
+// not cut off by the collection ending. The node goroutines record their
+// answers and evaluate done themselves, so the caller wakes once per call,
+// not once per node.
 func (q *Quorum) fanout(ctx context.Context, budget time.Duration,
 	fn func(ctx context.Context, i int, n *quorumNode) nodeAnswer,
 	done func(ans []nodeAnswer) bool,
@@ -353,58 +343,68 @@ func (q *Quorum) fanout(ctx context.Context, budget time.Duration,
 ) []nodeAnswer {
 	n := len(q.nodes)
 	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget)
-	ch := make(chan int, n)
-	var mu sync.Mutex
-	ended := false
-	ans := make([]nodeAnswer, n)
-	// The last node call to finish cancels nctx (no goroutine waits for it).
-	fin := &finisher{cancel: cancel}
-	fin.left.Store(int32(n))
+	f := &fan{ans: make([]nodeAnswer, n), decided: make(chan struct{}), cancel: cancel}
+	f.left.Store(int32(n))
 	for i, nd := range q.nodes {
-		go func() {
-			defer fin.done()
-			a := fn(nctx, i, nd)
-			a.ok = true
-			mu.Lock()
-			if ended {
-				mu.Unlock()
-				if late != nil {
-					late(i, a)
-				}
-			} else {
-				ans[i] = a
-				mu.Unlock()
-				ch <- i
-			}
-		}()
+		go f.run(nctx, i, nd, fn, done, late)
 	}
-	t := time.NewTimer(budget)
-	defer t.Stop()
-	got := 0
-	snapshot := make([]nodeAnswer, n)
-collect:
-	for got < n {
+	// nctx ends at the budget, or when the last node call has finished,
+	// after decided was closed.
+	select {
+	case <-f.decided:
+	case <-nctx.Done():
+	case <-ctx.Done():
+	}
+	f.mu.Lock()
+	f.ended = true
+	snapshot := slices.Clone(f.ans)
+	f.mu.Unlock()
+	return snapshot
+}
+
+// fan is the shared state of one fanout.
+type fan struct {
+	mu      sync.Mutex
+	ans     []nodeAnswer
+	got     int
+	ended   bool          // the caller has taken its snapshot
+	decided chan struct{} // closed once every node answered or done said so
+	left    atomic.Int32  // node calls still running
+	cancel  context.CancelFunc
+}
+
+func (f *fan) run(ctx context.Context, i int, nd *quorumNode,
+	fn func(ctx context.Context, i int, n *quorumNode) nodeAnswer,
+	done func(ans []nodeAnswer) bool,
+	late func(i int, a nodeAnswer),
+) {
+	// The last node call to finish cancels the calls' context (no goroutine
+	// waits for it).
+	defer func() {
+		if f.left.Add(-1) == 0 {
+			f.cancel()
+		}
+	}()
+	a := fn(ctx, i, nd)
+	a.ok = true
+	f.mu.Lock()
+	if f.ended {
+		f.mu.Unlock()
+		if late != nil {
+			late(i, a)
+		}
+		return
+	}
+	f.ans[i] = a
+	f.got++
+	if f.got == len(f.ans) || (done != nil && done(f.ans)) {
 		select {
-		case i := <-ch:
-			got++
-			mu.Lock()
-			snapshot[i] = ans[i]
-			mu.Unlock()
-			if done != nil && done(snapshot) {
-				break collect
-			}
-		case <-t.C:
-			break collect
-		case <-ctx.Done():
-			break collect
+		case <-f.decided:
+		default:
+			close(f.decided)
 		}
 	}
-	mu.Lock()
-	ended = true
-	// Answers delivered to ch but not yet read are part of the result.
-	copy(snapshot, ans)
-	mu.Unlock()
-	return snapshot
+	f.mu.Unlock()
 }
 
 func (q *Quorum) check(ctx context.Context) error {
