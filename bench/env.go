@@ -208,21 +208,35 @@ func (e *Env) cmdProbe() *cmdProbe { return e.cmdProbeOn(1) }
 // cmdProbeOn counts the commands of the first n servers, summed.
 func (e *Env) cmdProbeOn(n int) *cmdProbe { return &cmdProbe{e: e, n: n} }
 
-// calls sums the servers' command counts, less the probe's own commands.
-func (p *cmdProbe) calls(ctx context.Context) (int64, bool) {
-	var n int64
-	for i := range p.n {
-		m, err := commandCalls(ctx, p.e.Admin(i))
+// sumServers sums f over the first n servers; false if any failed.
+func (e *Env) sumServers(ctx context.Context, n int, f func(ctx context.Context, rdb *redis.Client) (float64, error)) (float64, bool) {
+	var t float64
+	for i := range n {
+		v, err := f(ctx, e.Admin(i))
 		if err != nil {
 			return 0, false
 		}
-		for k, v := range m {
-			if k != "info" && k != "config|resetstat" && k != "config" {
-				n += v
-			}
+		t += v
+	}
+	return t, true
+}
+
+// ownCalls is a server's command count less the probe's own commands.
+func ownCalls(ctx context.Context, rdb *redis.Client) (float64, error) {
+	m, err := commandCalls(ctx, rdb)
+	var n int64
+	for k, v := range m {
+		if k != "info" && k != "config|resetstat" && k != "config" {
+			n += v
 		}
 	}
-	return n, true
+	return float64(n), err
+}
+
+// calls sums the servers' command counts, less the probe's own commands.
+func (p *cmdProbe) calls(ctx context.Context) (int64, bool) {
+	n, ok := p.e.sumServers(ctx, p.n, ownCalls)
+	return int64(n), ok
 }
 
 func (p *cmdProbe) begin(ctx context.Context) {

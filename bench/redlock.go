@@ -36,22 +36,10 @@ type serversCPU struct {
 	ok     bool
 }
 
-func (p *serversCPU) sum(ctx context.Context) (float64, bool) {
-	var t float64
-	for i := range p.n {
-		v, err := serverCPU(ctx, p.e.Admin(i))
-		if err != nil {
-			return 0, false
-		}
-		t += v
-	}
-	return t, true
-}
-
-func (p *serversCPU) begin(ctx context.Context) { p.before, p.ok = p.sum(ctx) }
+func (p *serversCPU) begin(ctx context.Context) { p.before, p.ok = p.e.sumServers(ctx, p.n, serverCPU) }
 
 func (p *serversCPU) end(ctx context.Context, s Sample, window time.Duration) {
-	after, ok := p.sum(ctx)
+	after, ok := p.e.sumServers(ctx, p.n, serverCPU)
 	if ops := s[mRate] * window.Seconds(); ok && p.ok && ops > 0 {
 		s[mSrvCPU] = (after - p.before) * 1e6 / ops
 	}
