@@ -3,6 +3,7 @@ package lockx_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -170,6 +171,37 @@ func TestWatchdogBatchesRenewals(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if after := f.extendCalls.Load(); after != before {
 		t.Fatalf("%d renewals after every lock was released", after-before)
+	}
+}
+
+// TestWatchdogBatchesSpreadRenewals: locks taken a few milliseconds apart
+// (well within the batch window, lease/12) are renewed in one batch per
+// period, not one batch each.
+func TestWatchdogBatchesSpreadRenewals(t *testing.T) {
+	f := newFlaky()
+	c := lockx.New(f, lockx.WithWatchdog(1200*time.Millisecond)) // renewals every ~300–400 ms, window 100 ms
+	defer c.Close()
+	var locks []*lockx.Lock
+	for i := range 10 {
+		l, err := c.Acquire(context.Background(), fmt.Sprint("spread", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		locks = append(locks, l)
+		time.Sleep(4 * time.Millisecond)
+	}
+	time.Sleep(time.Second)
+	calls, batches := f.extendCalls.Load(), f.extendBatches.Load()
+	if calls < 20 {
+		t.Fatalf("%d renewals for 10 locks over 2+ renewal periods", calls)
+	}
+	if batches*5 > calls {
+		t.Fatalf("%d batches for %d renewals of 10 locks taken 4 ms apart: not batched", batches, calls)
+	}
+	for _, l := range locks {
+		if err := l.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
