@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockx-go/lockx/internal/lockxd"
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/lockx/pglock"
@@ -76,7 +77,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 		fmt.Fprintln(stderr, "lockxd: want exactly one of --redis, --postgres, --memory")
 		return 2
 	}
-	tenants, err := loadKeys(o.keysFile, getenv("LOCKXD_KEYS"))
+	tenants, err := lockxd.LoadKeys(o.keysFile, getenv("LOCKXD_KEYS"))
 	if err != nil {
 		return fail(err)
 	}
@@ -90,7 +91,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	}
 	defer closeFn()
 
-	srv := NewServer(b, Config{MaxLease: o.maxLease, MaxWait: o.maxWait, Tenants: tenants, Logger: logger})
+	srv := lockxd.NewServer(b, lockxd.Config{MaxLease: o.maxLease, MaxWait: o.maxWait, Tenants: tenants, Logger: logger})
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fail(err)
@@ -98,7 +99,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
-	logger.Info("lockxd listening", "addr", ln.Addr().String(), "tenants", len(srv.auth.tenants))
+	logger.Info("lockxd listening", "addr", ln.Addr().String(), "tenants", len(tenants))
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}

@@ -1,4 +1,4 @@
-package main
+package lockxd
 
 import (
 	"bytes"
@@ -438,10 +438,10 @@ func TestServiceEndpoints(t *testing.T) {
 	o := call(t, ts, "", "GET", "/openapi.yaml", "")
 	docs, err := os.ReadFile("../../docs/openapi/lockxd.yaml")
 	if err != nil || o.raw != string(docs) {
-		t.Fatalf("served OpenAPI differs from docs/openapi/lockxd.yaml (cp cmd/lockxd/openapi.yaml docs/openapi/lockxd.yaml): %v", err)
+		t.Fatalf("served OpenAPI differs from docs/openapi/lockxd.yaml (cp internal/lockxd/openapi.yaml docs/openapi/lockxd.yaml): %v", err)
 	}
 	// Every route in the server is in the document.
-	for _, p := range []string{"/v1/locks/acquire", "/v1/locks/try-acquire", "/v1/locks/extend", "/v1/locks/release", "/v1/locks:", "/v1/rwlocks/acquire", "/v1/semaphores/usage", "/healthz", "/metrics"} {
+	for _, p := range []string{"/v1/locks/acquire", "/v1/locks/try-acquire", "/v1/locks/extend", "/v1/locks/release", "/v1/locks/ttl", "/v1/locks/extend-many", "/v1/watch", "/v1/fence", "/v1/locks:", "/v1/rwlocks/acquire", "/v1/semaphores/usage", "/healthz", "/metrics"} {
 		if !strings.Contains(o.raw, p) {
 			t.Errorf("OpenAPI lacks %s", p)
 		}
@@ -483,37 +483,6 @@ func TestOTelMetrics(t *testing.T) {
 		if !found[n] {
 			t.Errorf("OTel metric %s for tenant b missing: %+v", n, rm)
 		}
-	}
-}
-
-func TestRunGraceful(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	done := make(chan int, 1)
-	env := map[string]string{"LOCKXD_KEYS": "a=key-a"}
-	var stderr bytes.Buffer
-	go func() {
-		done <- run(ctx, []string{"--memory", "--listen", "127.0.0.1:0"}, &stderr, func(k string) string { return env[k] }, ready)
-	}()
-	addr := <-ready
-	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	res, err := hc.Get("http://" + addr + "/healthz")
-	if err != nil || res.StatusCode != 200 {
-		t.Fatalf("healthz: %v", err)
-	}
-	res.Body.Close()
-	hc.CloseIdleConnections()
-	cancel()
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, stderr.String())
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("no graceful exit")
-	}
-	if code := run(context.Background(), []string{"--memory"}, io.Discard, func(string) string { return "" }, nil); code != 2 {
-		t.Fatalf("no keys: exit %d", code)
 	}
 }
 

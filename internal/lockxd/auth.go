@@ -1,4 +1,4 @@
-package main
+package lockxd
 
 import (
 	"crypto/sha256"
@@ -40,9 +40,9 @@ func HashKey(key string) string {
 	return hex.EncodeToString(s[:])
 }
 
-// loadKeys reads the keys file (JSON) and then the LOCKXD_KEYS env value
+// LoadKeys reads the keys file (JSON) and then the LOCKXD_KEYS env value
 // ("tenant=key,tenant2=key2": plaintext, hashed on load).
-func loadKeys(path, env string) ([]TenantConfig, error) {
+func LoadKeys(path, env string) ([]TenantConfig, error) {
 	var out []TenantConfig
 	if path != "" {
 		data, err := os.ReadFile(path)
@@ -242,4 +242,12 @@ func (t *tenant) endWait() {
 	t.mu.Lock()
 	t.waiting--
 	t.mu.Unlock()
+}
+
+// nameOrEmpty is the tenant label of metrics: "" before authentication.
+func (t *tenant) nameOrEmpty() string {
+	if t == nil {
+		return ""
+	}
+	return t.name
 }

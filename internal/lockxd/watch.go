@@ -1,0 +1,103 @@
+package lockxd
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/lockx-go/lockx/lockx"
+)
+
+// watchPing is how often an idle watch stream carries a comment, so that
+// proxies and the client see a live connection.
+const watchPing = 15 * time.Second
+
+// watch serves GET /v1/watch?key=K&owner=O as server-sent events: the
+// wake-up channel of the Go client (lockx/httplock), which waits as the core
+// Client waits on any Notifier backend.
+//
+// The server first registers with the backend's Notifier (Watch on the
+// tenant's key), then sends "event: ready"; a client that attempts the key
+// only after reading it misses no release. When the key may be free the
+// server sends "event: wake" and ends the stream. A stream also ends —
+// "event: timeout" — after the server's max wait, or without an event when
+// the server shuts down; either way the client attempts again. owner lets a
+// fair release wake only the head of the queue. Keys of every kind (lock,
+// rwlock, semaphore) share the tenant's namespace, so one stream serves
+// waiters of all of them.
+func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	status := http.StatusOK
+	t, herr := s.admit(r, start)
+	defer func() { s.metrics.observe(t.nameOrEmpty(), "watch", "watch", status, time.Since(start)) }()
+	fail := func(e *httpError) {
+		status = e.status
+		writeProblem(w, e)
+	}
+	if herr != nil {
+		fail(herr)
+		return
+	}
+	q := r.URL.Query()
+	key, owner := q.Get("key"), q.Get("owner")
+	if err := checkKey("key", key, maxKeyLen); err != nil {
+		fail(badRequest("%v", err))
+		return
+	}
+	if err := checkKey("owner", owner, maxOwnerLen); err != nil {
+		fail(badRequest("%v", err))
+		return
+	}
+	n, ok := s.b.(lockx.Notifier)
+	if !ok {
+		fail(unsupported("wake-up notifications (poll with try-acquire)"))
+		return
+	}
+	if !t.startWait() {
+		fail(&httpError{status: http.StatusTooManyRequests, code: "quota", title: "quota exceeded", detail: fmt.Sprintf("tenant %s has its maximum of %d waiters", t.name, t.cfg.MaxWaiters), retryAfter: time.Second})
+		return
+	}
+	defer t.endWait()
+	rc := http.NewResponseController(w)
+	wake, cancel, err := n.Watch(r.Context(), ns(t)+key, lockx.Owner(owner))
+	if err != nil {
+		fail(backendError(err))
+		return
+	}
+	defer cancel()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	send := func(event string) bool {
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: {}\n\n", event); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !send("ready") {
+		return
+	}
+	deadline := time.NewTimer(s.cfg.MaxWait)
+	defer deadline.Stop()
+	ping := time.NewTicker(watchPing)
+	defer ping.Stop()
+	for {
+		select {
+		case <-wake:
+			send("wake")
+			return
+		case <-deadline.C:
+			send("timeout")
+			return
+		case <-ping.C:
+			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil || rc.Flush() != nil {
+				return
+			}
+		case <-s.closing:
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package httplock_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/lockx-go/lockx/internal/lockxd"
+	"github.com/lockx-go/lockx/internal/testenv"
+	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/httplock"
+	"github.com/lockx-go/lockx/lockx/lockxtest"
+	"github.com/lockx-go/lockx/lockx/memlock"
+	"github.com/lockx-go/lockx/lockx/pglock"
+	"github.com/lockx-go/lockx/lockx/redislock"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// tenants of the test servers: a and b unlimited, q with small quotas.
+func tenants() []lockxd.TenantConfig {
+	return []lockxd.TenantConfig{
+		{Tenant: "a", SHA256: lockxd.HashKey("key-a")},
+		{Tenant: "b", SHA256: lockxd.HashKey("key-b")},
+		{Tenant: "q", SHA256: lockxd.HashKey("key-q"), MaxHeld: 2, MaxWaiters: 1},
+		{Tenant: "r", SHA256: lockxd.HashKey("key-r"), Rate: 2, Burst: 4},
+	}
+}
+
+// serve starts lockxd over b on a loopback port and returns its URL.
+func serve(t testing.TB, b lockx.Backend) string {
+	srv := lockxd.NewServer(b, lockxd.Config{Tenants: tenants(), MaxWait: 20 * time.Second})
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	t.Cleanup(srv.Shutdown) // runs first: ends watch streams
+	return ts.URL
+}
+
+// client returns an httplock backend for the tenant of apiKey.
+func client(t testing.TB, url, apiKey string) *httplock.Backend {
+	b := httplock.New(url, apiKey)
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+type backendCase struct {
+	name string
+	new  func(t testing.TB) lockx.Backend
+}
+
+func redisBackend(t testing.TB) lockx.Backend {
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
+	b := redislock.New(rdb, redislock.WithPrefix(fmt.Sprintf("httplock-test:%d:", time.Now().UnixNano())))
+	t.Cleanup(func() { _ = b.Close(); _ = rdb.Close() })
+	return b
+}
+
+func pgBackend(t testing.TB) lockx.Backend {
+	pool, err := pgxpool.New(context.Background(), testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := pglock.New(pool, pglock.WithNamespace(fmt.Sprintf("httplock-test-%d", time.Now().UnixNano())))
+	t.Cleanup(func() { _ = b.Close(); pool.Close() })
+	return b
+}
+
+func backends() []backendCase {
+	return []backendCase{
+		{"redis", redisBackend},
+		{"postgres", pgBackend},
+	}
+}
+
+// The whole conformance suite — locks, multi-key sets, read/write locks,
+// semaphores — through lockxd, with Redis and with PostgreSQL behind it.
+func TestConformance(t *testing.T) {
+	for _, bc := range backends() {
+		t.Run(bc.name, func(t *testing.T) {
+			url := serve(t, bc.new(t))
+			newBackend := func(t *testing.T) lockx.Backend { return client(t, url, "key-a") }
+			t.Run("Locks", func(t *testing.T) { lockxtest.Run(t, newBackend) })
+			t.Run("Many", func(t *testing.T) { lockxtest.RunMany(t, newBackend) })
+			t.Run("RW", func(t *testing.T) { lockxtest.RunRW(t, newBackend) })
+			t.Run("Semaphore", func(t *testing.T) { lockxtest.RunSemaphore(t, newBackend) })
+		})
+	}
+}
+
+// memlock behind lockxd: the quickest check of the client, and the one
+// without Redis or PostgreSQL.
+func TestConformanceMemlock(t *testing.T) {
+	url := serve(t, memlock.New())
+	lockxtest.Run(t, func(t *testing.T) lockx.Backend { return client(t, url, "key-b") })
+}
