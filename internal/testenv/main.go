@@ -1,7 +1,7 @@
 // Package testenv is the test environment every lockx test package uses:
 // the machine's long-running services (Redis, PostgreSQL, MariaDB) and
 // throwaway redis-server processes — single servers, a Redis Cluster and a
-// Sentinel setup — on ports 7000-7899.
+// Sentinel setup — and standalone ZooKeeper servers, on ports 7000-7899.
 //
 // Every test package starts with
 //
@@ -30,6 +30,7 @@ var shared struct {
 	mu      sync.Mutex
 	main    bool           // Main is running the tests
 	servers []*RedisServer // in start order
+	others  []func()       // retire other shared servers (ZooKeeper)
 	dir     string         // parent of their directories
 	stopped bool
 }
@@ -97,10 +98,13 @@ func addShared(servers ...*RedisServer) {
 // directories.
 func stopShared() {
 	shared.mu.Lock()
-	servers, dir := shared.servers, shared.dir
-	shared.servers, shared.dir, shared.stopped = nil, "", true
+	servers, others, dir := shared.servers, shared.others, shared.dir
+	shared.servers, shared.others, shared.dir, shared.stopped = nil, nil, "", true
 	shared.mu.Unlock()
 	retireAll(servers)
+	for _, retire := range others {
+		retire()
+	}
 	if dir != "" {
 		_ = os.RemoveAll(dir)
 	}

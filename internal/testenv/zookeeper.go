@@ -1,0 +1,309 @@
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// defaultZooKeeperJar is where Debian's zookeeper package puts the server;
+// its manifest names the jars it needs.
+const defaultZooKeeperJar = "/usr/share/java/zookeeper.jar"
+
+// zkStartTimeout allows for a JVM starting on a loaded 2-core machine.
+const zkStartTimeout = 60 * time.Second
+
+// ZooKeeper is one standalone ZooKeeper server (a JVM) started by testenv,
+// with its own data directory and generated zoo.cfg. Addr, Port and Dir
+// never change; Pid changes on Restart.
+type ZooKeeper struct {
+	// Addr is "127.0.0.1:Port".
+	Addr string
+	// Port is the client port, chosen by testenv in 7000-7899.
+	Port int
+	// Dir holds zoo.cfg, the data directory (Dir/data) and the JVM's output
+	// (Dir/zookeeper.out).
+	Dir string
+	// Pid is the process id of the server's JVM.
+	Pid int
+
+	mu    sync.Mutex
+	cmd   *exec.Cmd
+	done  chan struct{}
+	freed bool
+}
+
+// ZooKeeperConfig is the zoo.cfg testenv writes, before the lines it
+// controls (dataDir, clientPort, clientPortAddress). tickTime 100 ms and
+// minSessionTimeout 300 ms let tests use short sessions; forceSync=no
+// spares the shared machine's disk (data still survives Stop and Restart).
+var ZooKeeperConfig = []string{
+	"tickTime=100",
+	"minSessionTimeout=300",
+	"maxSessionTimeout=60000",
+	"forceSync=no",
+	"maxClientCnxns=0",
+	"admin.enableServer=false",
+	"4lw.commands.whitelist=ruok,conf,srvr",
+}
+
+var (
+	sharedZK struct {
+		once sync.Once
+		z    *ZooKeeper
+		err  error
+	}
+	zkLookup   sync.Once
+	javaPath   string
+	zkJar      string
+	zkLookupEr error
+)
+
+// SharedZooKeeper returns the binary's ZooKeeper server, starting it on
+// first use (a JVM: a few seconds). Main stops it (required). Tests share
+// it: use distinct paths or keys, and do not stop or restart it (use
+// StartZooKeeper for that). If java or the zookeeper package is missing
+// the test fails under CI=true and is skipped otherwise.
+func SharedZooKeeper(t testing.TB) *ZooKeeper {
+	t.Helper()
+	requireZooKeeper(t)
+	requireMain(t)
+	sharedZK.once.Do(func() {
+		var dir string
+		if dir, sharedZK.err = sharedDir("zookeeper"); sharedZK.err != nil {
+			return
+		}
+		sharedZK.z, sharedZK.err = startZooKeeper(dir, nil)
+		if sharedZK.err == nil {
+			shared.mu.Lock()
+			shared.others = append(shared.others, sharedZK.z.retire)
+			shared.mu.Unlock()
+		}
+	})
+	if sharedZK.err != nil {
+		t.Fatalf("testenv: starting the shared ZooKeeper: %v", sharedZK.err)
+	}
+	return sharedZK.z
+}
+
+// StartZooKeeper starts a private standalone ZooKeeper for the calling test
+// in a fresh t.TempDir(), with ZooKeeperConfig plus extra zoo.cfg lines,
+// and stops it (by pid) at t.Cleanup.
+func StartZooKeeper(t testing.TB, extra ...string) *ZooKeeper {
+	t.Helper()
+	requireZooKeeper(t)
+	z, err := startZooKeeper(t.TempDir(), extra)
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
+	}
+	t.Cleanup(z.retire)
+	return z
+}
+
+// requireZooKeeper fails (CI=true) or skips tb when java or the ZooKeeper
+// jar ($LOCKX_ZOOKEEPER_JAR, default Debian's) is missing.
+func requireZooKeeper(tb testing.TB) {
+	tb.Helper()
+	zkLookup.Do(func() {
+		zkJar = envOr("LOCKX_ZOOKEEPER_JAR", defaultZooKeeperJar)
+		if javaPath, zkLookupEr = exec.LookPath("java"); zkLookupEr != nil {
+			return
+		}
+		_, zkLookupEr = os.Stat(zkJar)
+	})
+	if zkLookupEr != nil {
+		unavailable(tb, "ZooKeeper cannot be started (%v); install it (Debian: apt-get install zookeeper) or run scripts/ensure-services.sh", zkLookupEr)
+	}
+}
+
+func startZooKeeper(dir string, extra []string) (*ZooKeeper, error) {
+	var lastErr error
+	for try := 0; try < 10; try++ {
+		port, err := reservePort(false)
+		if err != nil {
+			return nil, err
+		}
+		z := &ZooKeeper{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port, Dir: dir}
+		if err := z.writeConfig(extra); err != nil {
+			releasePort(port)
+			return nil, err
+		}
+		z.mu.Lock()
+		err = z.startLocked()
+		z.mu.Unlock()
+		if err == nil {
+			return z, nil
+		}
+		releasePort(port)
+		if !errors.Is(err, errPortTaken) {
+			return nil, err
+		}
+		lastErr = err
+	}
+	return nil, fmt.Errorf("no free port for ZooKeeper in %d-%d: %w", portMin, portMax, lastErr)
+}
+
+func (z *ZooKeeper) writeConfig(extra []string) error {
+	lines := append(append(append([]string(nil), ZooKeeperConfig...), extra...),
+		"dataDir="+filepath.Join(z.Dir, "data"),
+		"clientPort="+strconv.Itoa(z.Port),
+		"clientPortAddress=127.0.0.1",
+	)
+	return os.WriteFile(filepath.Join(z.Dir, "zoo.cfg"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+}
+
+// Stop shuts the server down: SIGTERM to its pid, SIGKILL after 5 s. It
+// returns once the JVM has been reaped. Restart may follow.
+func (z *ZooKeeper) Stop() {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.stopLocked(syscall.SIGTERM)
+}
+
+// Kill crashes the server (SIGKILL to its pid).
+func (z *ZooKeeper) Kill() {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.stopLocked(syscall.SIGKILL)
+}
+
+// Restart starts the server again on the same port and data directory
+// (stopping it first if it runs), so sessions and nodes survive, and waits
+// until it answers.
+func (z *ZooKeeper) Restart(tb testing.TB) {
+	tb.Helper()
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.freed {
+		tb.Fatalf("testenv: Restart of ZooKeeper %s after its test ended", z.Addr)
+	}
+	z.stopLocked(syscall.SIGTERM)
+	var err error
+	for try := 0; try < 20; try++ {
+		if err = z.startLocked(); !errors.Is(err, errPortTaken) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		tb.Fatalf("testenv: restarting ZooKeeper on %s: %v", z.Addr, err)
+	}
+}
+
+func (z *ZooKeeper) retire() {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.stopLocked(syscall.SIGTERM)
+	if !z.freed {
+		z.freed = true
+		releasePort(z.Port)
+	}
+}
+
+func (z *ZooKeeper) stopLocked(sig syscall.Signal) {
+	if z.cmd == nil {
+		return
+	}
+	defer func() { z.cmd = nil }()
+	select {
+	case <-z.done:
+		return
+	default:
+	}
+	_ = z.cmd.Process.Signal(sig)
+	select {
+	case <-z.done:
+	case <-time.After(stopGrace):
+		_ = z.cmd.Process.Kill()
+		<-z.done
+	}
+}
+
+func (z *ZooKeeper) startLocked() error {
+	out, err := os.OpenFile(filepath.Join(z.Dir, "zookeeper.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	cmd := exec.Command(javaPath,
+		"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
+		"-Dzookeeper.admin.enableServer=false",
+		"-cp", z.Dir+string(os.PathListSeparator)+zkJar,
+		"org.apache.zookeeper.server.ZooKeeperServerMain", filepath.Join(z.Dir, "zoo.cfg"))
+	cmd.Dir = z.Dir
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := spawn(cmd); err != nil {
+		return fmt.Errorf("starting ZooKeeper: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		spawnDone()
+		close(done)
+	}()
+	z.cmd, z.done, z.Pid = cmd, done, cmd.Process.Pid
+	dataDir := filepath.Join(z.Dir, "data")
+	deadline := time.Now().Add(zkStartTimeout)
+	for {
+		select {
+		case <-done:
+			z.cmd = nil
+			if answers(z.Addr) {
+				return errPortTaken
+			}
+			return fmt.Errorf("ZooKeeper on port %d exited during start-up (%v); %s:\n%s",
+				z.Port, cmd.ProcessState, filepath.Join(z.Dir, "zookeeper.out"), tail(filepath.Join(z.Dir, "zookeeper.out")))
+		default:
+		}
+		if conf, err := fourLetter(z.Addr, "conf"); err == nil && strings.Contains(conf, "clientPort=") {
+			if !strings.Contains(conf, "dataDir="+dataDir) {
+				z.stopLocked(syscall.SIGKILL) // someone else's server answers on our port
+				return errPortTaken
+			}
+			if ok, err := fourLetter(z.Addr, "ruok"); err == nil && ok == "imok" {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			z.stopLocked(syscall.SIGKILL)
+			return fmt.Errorf("ZooKeeper on port %d did not answer within %v", z.Port, zkStartTimeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// fourLetter sends a ZooKeeper four-letter command and returns the reply.
+func fourLetter(addr, cmd string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := io.WriteString(c, cmd); err != nil {
+		return "", err
+	}
+	b, err := io.ReadAll(c)
+	return strings.TrimSpace(string(b)), err
+}
+
+func tail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(no output: " + err.Error() + ")"
+	}
+	if len(b) > 2048 {
+		b = b[len(b)-2048:]
+	}
+	return strings.TrimSpace(string(b))
+}

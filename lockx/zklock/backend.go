@@ -1,0 +1,352 @@
+package zklock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/lockx-go/lockx/lockx"
+)
+
+// ErrNoSession reports a call made while the Backend has no live ZooKeeper
+// session (disconnected: Curator's SUSPENDED, or between an expiry and the
+// next session). It matches lockx.ErrUnavailable.
+var ErrNoSession = errors.New("zklock: no zookeeper session")
+
+// Backend is a lockx.Backend on ZooKeeper. It implements lockx.Notifier and
+// lockx.LossNotifier too. Make one with Dial; it owns its ZooKeeper
+// connection and session, and Close ends both.
+type Backend struct {
+	conn   *zk.Conn
+	ready  chan struct{} // closed once conn is set; events wait for it
+	root   string
+	acl    []zk.ACL
+	logger *slog.Logger
+
+	mu        sync.Mutex
+	entries   map[entryKey]*entry
+	watched   map[string]map[*entry]struct{} // predecessor path → entries waiting on it
+	armed     map[string]bool                // paths with a ZooKeeper watch set
+	session   int64                          // id of the session the entries belong to
+	live      bool                           // that session is connected now
+	timeout   time.Duration                  // negotiated session timeout
+	suspend   *time.Timer                    // declares holds lost after a long disconnection
+	suspended bool                           // suspend fired: holds were declared lost
+	orphans   []string                       // nodes of holds declared lost, to delete once reconnected
+	closed    bool
+	wg        sync.WaitGroup // timer callbacks and clean-ups in flight
+}
+
+// Dial connects to the ZooKeeper ensemble servers ("host:port") and waits,
+// up to WithConnectTimeout or ctx, for a session.
+func Dial(ctx context.Context, servers []string, opts ...Option) (*Backend, error) {
+	cfg := defaults()
+	for _, o := range opts {
+		if o == nil {
+			return nil, &lockx.ArgError{Arg: "option", Reason: "nil Option"}
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if len(servers) == 0 {
+		return nil, &lockx.ArgError{Arg: "servers", Reason: "no ZooKeeper server given"}
+	}
+	b := &Backend{
+		ready:   make(chan struct{}),
+		root:    cfg.root,
+		acl:     cfg.acl,
+		logger:  cfg.logger,
+		entries: make(map[entryKey]*entry),
+		watched: make(map[string]map[*entry]struct{}),
+		armed:   make(map[string]bool),
+		timeout: cfg.sessionTimeout,
+	}
+	user := cfg.connOpts
+	conn, _, err := zk.Connect(servers, cfg.sessionTimeout,
+		func(c *zk.Conn) {
+			for _, o := range user {
+				o(c)
+			}
+		},
+		zk.WithLogger(zkLogger{b}), zk.WithLogInfo(true), zk.WithEventCallback(b.onEvent))
+	if err != nil {
+		return nil, lockx.Unavailable("dial", err)
+	}
+	b.conn = conn
+	close(b.ready)
+	wctx, cancel := context.WithTimeout(ctx, cfg.connectTimeout)
+	defer cancel()
+	for !b.isLive() {
+		select {
+		case <-wctx.Done():
+			conn.Close()
+			return nil, lockx.Unavailable("dial", fmt.Errorf("no session with %v: %w", servers, context.Cause(wctx)))
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if err := b.ensurePath(b.root + "/" + nsLocks); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// Close ends the Backend's session, which makes ZooKeeper delete every node
+// it holds or waits with at once. It does not wait for the session's
+// locks to be released by the Client: close Clients first.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	if b.suspend != nil {
+		b.suspend.Stop()
+	}
+	for _, e := range b.entries {
+		if e.timer != nil {
+			e.timer.Stop()
+		}
+	}
+	b.mu.Unlock()
+	b.wg.Wait()
+	b.conn.Close()
+	return nil
+}
+
+// SessionTimeout returns the session timeout the server granted (or the one
+// asked for, before the first session).
+func (b *Backend) SessionTimeout() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.timeout
+}
+
+// SessionID returns the id of the current ZooKeeper session (0 without one).
+func (b *Backend) SessionID() int64 { return b.conn.SessionID() }
+
+func (b *Backend) isLive() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.live && !b.closed
+}
+
+// ensurePath creates path and its missing parents as persistent znodes.
+func (b *Backend) ensurePath(path string) error {
+	parts := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	p := ""
+	for _, part := range parts {
+		p += "/" + part
+		if _, err := b.conn.Create(p, nil, zk.FlagPersistent, b.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return lockx.Unavailable("create "+p, err)
+		}
+	}
+	return nil
+}
+
+// go runs fn as a tracked goroutine unless the Backend is closed.
+func (b *Backend) goTracked(fn func()) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.wg.Add(1)
+	b.mu.Unlock()
+	go func() {
+		defer b.wg.Done()
+		fn()
+	}()
+}
+
+// onEvent receives every session and watch event of the connection, on the
+// client's receive goroutine: it must not block or call the server.
+func (b *Backend) onEvent(ev zk.Event) {
+	<-b.ready
+	switch ev.Type {
+	case zk.EventSession:
+		switch ev.State {
+		case zk.StateHasSession:
+			b.onSession()
+		case zk.StateDisconnected:
+			b.onDisconnect()
+		case zk.StateExpired:
+			b.onExpired()
+		}
+		b.debug("zklock: session state", "state", ev.State.String(), "server", ev.Server)
+	case zk.EventNodeDeleted, zk.EventNodeDataChanged, zk.EventNodeCreated, zk.EventNotWatching:
+		b.onNode(ev.Path)
+	}
+}
+
+func (b *Backend) onSession() {
+	id := b.conn.SessionID()
+	var fire []func()
+	var orphans []string
+	b.mu.Lock()
+	if b.session != 0 && b.session != id {
+		fire = b.dropAllLocked(false) // the old session ended: its nodes are gone
+	}
+	b.session = id
+	b.live = true
+	if b.suspend != nil {
+		b.suspend.Stop()
+		b.suspend = nil
+	}
+	b.suspended = false
+	orphans, b.orphans = b.orphans, nil
+	wakes := b.wakeAllLocked()
+	b.mu.Unlock()
+	runAll(fire)
+	for _, w := range wakes {
+		notify(w)
+	}
+	if len(orphans) > 0 {
+		b.goTracked(func() {
+			for _, p := range orphans {
+				_ = b.conn.Delete(p, -1)
+			}
+		})
+	}
+}
+
+// onDisconnect starts the suspension: until a reconnection with the same
+// session, calls fail with ErrNoSession, and once a quarter of the session
+// timeout has passed every hold is declared lost, because the server may
+// have expired the session by then (see the package documentation).
+func (b *Backend) onDisconnect() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.live || b.closed {
+		return
+	}
+	b.live = false
+	b.suspend = time.AfterFunc(b.timeout/4, b.onSuspendTimeout)
+}
+
+func (b *Backend) onSuspendTimeout() {
+	b.mu.Lock()
+	if b.live || b.closed || b.suspended {
+		b.mu.Unlock()
+		return
+	}
+	b.suspended = true
+	var fire []func()
+	for _, e := range b.entries {
+		if e.held {
+			fire = append(fire, b.loseLocked(e, true)...)
+		}
+	}
+	b.mu.Unlock()
+	b.warn("zklock: disconnected for a quarter of the session timeout: locks declared lost", "timeout", b.timeout)
+	runAll(fire)
+}
+
+func (b *Backend) onExpired() {
+	b.mu.Lock()
+	b.live = false
+	if b.suspend != nil {
+		b.suspend.Stop()
+		b.suspend = nil
+	}
+	fire := b.dropAllLocked(true)
+	b.session = 0
+	b.mu.Unlock()
+	b.warn("zklock: session expired: every lock of this backend is lost")
+	runAll(fire)
+}
+
+// dropAllLocked forgets the nodes of a session that ended: holds are lost,
+// waiters lose their place and are woken to queue again.
+func (b *Backend) dropAllLocked(wake bool) []func() {
+	var fire []func()
+	for _, e := range b.entries {
+		if e.held {
+			fire = append(fire, b.loseLocked(e, false)...)
+		} else if !e.held {
+			e.path, e.unknown = "", false
+			b.unwatchLocked(e)
+		}
+		if wake {
+			for _, w := range e.wakes {
+				fire = append(fire, func() { notify(w) })
+			}
+		}
+	}
+	b.orphans = nil
+	b.armed = make(map[string]bool)
+	b.watched = make(map[string]map[*entry]struct{})
+	return fire
+}
+
+func (b *Backend) wakeAllLocked() []chan struct{} {
+	var ws []chan struct{}
+	for _, e := range b.entries {
+		ws = append(ws, e.wakes...)
+	}
+	return ws
+}
+
+// onNode wakes the waiters whose predecessor changed.
+func (b *Backend) onNode(path string) {
+	b.mu.Lock()
+	delete(b.armed, path)
+	var ws []chan struct{}
+	for e := range b.watched[path] {
+		e.pred = ""
+		ws = append(ws, e.wakes...)
+	}
+	delete(b.watched, path)
+	b.mu.Unlock()
+	for _, w := range ws {
+		notify(w)
+	}
+}
+
+func notify(w chan struct{}) {
+	select {
+	case w <- struct{}{}:
+	default:
+	}
+}
+
+func runAll(fns []func()) {
+	for _, f := range fns {
+		f()
+	}
+}
+
+func (b *Backend) debug(msg string, args ...any) {
+	if b.logger != nil {
+		b.logger.Debug(msg, args...)
+	}
+}
+
+func (b *Backend) warn(msg string, args ...any) {
+	if b.logger != nil {
+		b.logger.Warn(msg, args...)
+	}
+}
+
+// zkLogger routes go-zookeeper's messages to the Backend's logger and reads
+// the negotiated session timeout from the one that announces a session
+// ("authenticated: id=…, timeout=…"): the client has no getter for it.
+type zkLogger struct{ b *Backend }
+
+func (l zkLogger) Printf(format string, args ...any) {
+	if strings.HasPrefix(format, "authenticated:") && len(args) == 2 {
+		if ms, ok := args[1].(int32); ok && ms > 0 {
+			l.b.mu.Lock()
+			l.b.timeout = time.Duration(ms) * time.Millisecond
+			l.b.mu.Unlock()
+		}
+	}
+	l.b.debug("zklock: zookeeper client: " + fmt.Sprintf(format, args...))
+}

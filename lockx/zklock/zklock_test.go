@@ -1,0 +1,32 @@
+package zklock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/lockx-go/lockx/internal/testenv"
+	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/lockxtest"
+	"github.com/lockx-go/lockx/lockx/zklock"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// dial returns a Backend on addr, closed at cleanup.
+func dial(t testing.TB, addr string, opts ...zklock.Option) *zklock.Backend {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := zklock.Dial(ctx, []string{addr}, opts...)
+	if err != nil {
+		t.Fatalf("Dial(%s): %v", addr, err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+func TestConformance(t *testing.T) {
+	z := testenv.SharedZooKeeper(t)
+	lockxtest.Run(t, func(t *testing.T) lockx.Backend { return dial(t, z.Addr) })
+}
