@@ -244,8 +244,9 @@ func (b *Backend) onSuspendTimeout() {
 			fire = append(fire, b.loseLocked(e, true)...)
 		}
 	}
+	timeout := b.timeout
 	b.mu.Unlock()
-	b.warn("zklock: disconnected for a quarter of the session timeout: locks declared lost", "timeout", b.timeout)
+	b.warn("zklock: disconnected for a quarter of the session timeout: locks declared lost", "timeout", timeout)
 	runAll(fire)
 }
 
