@@ -6,8 +6,9 @@
 # and that each database server has a database named `test`. What is not
 # installed is installed (as root, with apt-get, on Debian); what is
 # installed but not running is started. The throwaway redis-server processes
-# for Cluster and Sentinel tests are started by the tests themselves
-# (internal/testenv) and only need redis-server on PATH.
+# for Cluster and Sentinel tests, and standalone ZooKeeper servers, are
+# started by the tests themselves (internal/testenv) and only need
+# redis-server, and Debian's zookeeper package, installed.
 #
 # Under CI=true a service that cannot be made ready is an error (exit 1);
 # otherwise it is a warning and the tests that need it skip.
@@ -66,6 +67,13 @@ if $manage_maria && { [ -z "$(mariadbd_bin)" ] || ! command -v mariadb-admin >/d
 	pkgs+=(mariadb-server)
 fi
 
+# ZooKeeper for lockx/zklock: the tests start their own standalone servers
+# (internal/testenv) from Debian's package; java comes with it.
+zk_ok() { [ -f "${LOCKX_ZOOKEEPER_JAR:-/usr/share/java/zookeeper.jar}" ] && command -v java >/dev/null 2>&1; }
+if ! zk_ok; then
+	pkgs+=(zookeeper)
+fi
+
 # Headless Chromium for the seckill page test (make test runs it).
 if [ ! -x /usr/bin/chromium ]; then
 	pkgs+=(chromium)
@@ -83,6 +91,12 @@ if [ ${#pkgs[@]} -gt 0 ]; then
 		say "install them as root, e.g.: apt-get update && apt-get install -y redis-server postgresql mariadb-server chromium"
 		say "(or run this script as root on Debian, which installs them itself)"
 	fi
+fi
+
+# ---------------------------------------------------------------- ZooKeeper
+
+if ! zk_ok; then
+	problem "ZooKeeper is not installed (Debian: apt-get install zookeeper; or set LOCKX_ZOOKEEPER_JAR and put java on PATH)"
 fi
 
 # ---------------------------------------------------------------- Redis
@@ -189,7 +203,7 @@ fi
 # ---------------------------------------------------------------- verdict
 
 if [ ${#problems[@]} -eq 0 ]; then
-	say "ok: redis-server on PATH; Redis, PostgreSQL and MariaDB ready"
+	say "ok: redis-server and ZooKeeper installed; Redis, PostgreSQL and MariaDB ready"
 	exit 0
 fi
 for p in "${problems[@]}"; do say "$p"; done
