@@ -27,8 +27,9 @@ type Env struct {
 	mu      sync.Mutex
 	servers []*RedisServer
 	admin   []*redis.Client
-	pgSeen  bool  // PostgreSQL answered once: later failures are transient
-	pgDown  error // PostgreSQL never answered: the rows are skipped
+	zk      *ZKServer // started by the first ZooKeeper case
+	pgSeen  bool      // PostgreSQL answered once: later failures are transient
+	pgDown  error     // PostgreSQL never answered: the rows are skipped
 }
 
 // NewEnv returns an Env; servers start when a case first needs them.
@@ -187,7 +188,8 @@ func (e *Env) Close() {
 	for _, s := range e.servers {
 		s.Stop()
 	}
-	e.servers, e.admin = nil, nil
+	e.zk.Stop()
+	e.servers, e.admin, e.zk = nil, nil, nil
 }
 
 // cmdProbe counts, in the window, the commands the Redis servers under test

@@ -116,6 +116,20 @@ var sections = []section{
 		cols: []col{colRate("handoffs/s"), {mP50, "wait p50 ms", false}, {mP99, "wait p99 ms", true},
 			{mMax, "wait max ms", false}, {mFails, "failed calls", false}, colViol},
 		ratio: mRate, ratioHeader: "× raw (per run)",
+	}, {
+		key:   zkSection,
+		title: "ZooKeeper: uncontended acquire + release",
+		intro: "A standalone ZooKeeper 3.8 (Debian's package, default durability: every write fsynced) started by the benchmark; one connection (one session) shared by the goroutines, each on its own key. Raw: go-zookeeper's own lock recipe (zk.NewLock: protected ephemeral sequential node, list the children, delete: 3 round trips per pair, 2 of them writes). lockx zklock with WithLease, so no watchdog: one multi (create the node and read the fencing token and the child count) and one delete: 2 round trips, both writes.",
+		cols:  []col{colRate("pairs/s"), colP50, colP99, colFail},
+		ratio: mRate, ratioHeader: "× raw (per run)",
+	},
+	{
+		key:   zkHotSection,
+		title: "ZooKeeper: one hot key, 16 independent clients",
+		intro: "16 clients, each with its own ZooKeeper session, lock one key, release it at once and lock again. Both rows queue in ZooKeeper (a sequential node each) and wait on their predecessor's watch. Handoffs and waits as in the Redis hot-key table.",
+		cols: []col{colRate("handoffs/s"), {mP50, "wait p50 ms", false}, {mP99, "wait p99 ms", true},
+			{mMax, "wait max ms", false}, {mFails, "failed calls", false}, colViol},
+		ratio: mRate, ratioHeader: "× raw (per run)",
 	},
 }
 

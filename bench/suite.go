@@ -57,6 +57,7 @@ func Cases() []*Case {
 	cs = append(cs, heldCases()...)
 	cs = append(cs, redlockCases()...)
 	cs = append(cs, pgCases()...)
+	cs = append(cs, zkCases()...)
 	return cs
 }
 
