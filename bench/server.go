@@ -107,21 +107,30 @@ func startRedisOn(ctx context.Context, bin string, port int) (*RedisServer, erro
 // Stop terminates the server by its pid (SIGTERM, then SIGKILL after 3 s)
 // and removes its directory. It is safe to call more than once.
 func (s *RedisServer) Stop() {
-	if s == nil || s.cmd == nil || s.cmd.Process == nil {
+	if s == nil {
+		return
+	}
+	stopPid(s.cmd, s.exit, 3*time.Second)
+	os.RemoveAll(s.dir)
+}
+
+// stopPid stops a server the benchmark started: SIGTERM to its pid unless
+// it has exited (exit closed), SIGKILL after grace.
+func stopPid(cmd *exec.Cmd, exit <-chan struct{}, grace time.Duration) {
+	if cmd == nil || cmd.Process == nil {
 		return
 	}
 	select {
-	case <-s.exit:
+	case <-exit:
 	default:
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-s.exit:
-		case <-time.After(3 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-s.exit
+		case <-exit:
+		case <-time.After(grace):
+			_ = cmd.Process.Kill()
+			<-exit
 		}
 	}
-	os.RemoveAll(s.dir)
 }
 
 func tail(path string) string {

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -72,7 +71,7 @@ func startZKOn(ctx context.Context, java string, port int) (*ZKServer, error) {
 	}
 	cfg := strings.Join([]string{
 		"tickTime=2000", "maxClientCnxns=0", "admin.enableServer=false",
-		"4lw.commands.whitelist=ruok,conf",
+		"4lw.commands.whitelist=ruok",
 		"dataDir=" + filepath.Join(dir, "data"),
 		"clientPort=" + strconv.Itoa(port), "clientPortAddress=127.0.0.1",
 	}, "\n") + "\n"
@@ -98,8 +97,7 @@ func startZKOn(ctx context.Context, java string, port int) (*ZKServer, error) {
 	go func() { cmd.Wait(); close(s.exit) }()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		conf, err := zkFourLetter(s.Addr, "conf")
-		if err == nil && strings.Contains(conf, "dataDir="+filepath.Join(dir, "data")) {
+		if ok := zk.FLWRuok([]string{s.Addr}, time.Second); len(ok) == 1 && ok[0] {
 			return s, nil
 		}
 		select {
@@ -110,43 +108,19 @@ func startZKOn(ctx context.Context, java string, port int) (*ZKServer, error) {
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			s.Stop()
-			return nil, fmt.Errorf("ZooKeeper on port %d not answering: %v", port, err)
+			return nil, fmt.Errorf("ZooKeeper on port %d not answering", port)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-func zkFourLetter(addr, cmd string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := io.WriteString(c, cmd); err != nil {
-		return "", err
-	}
-	b, err := io.ReadAll(c)
-	return string(b), err
-}
-
 // Stop terminates the server by its pid (SIGTERM, then SIGKILL after 5 s)
 // and removes its directory. It is safe to call more than once.
 func (s *ZKServer) Stop() {
-	if s == nil || s.cmd == nil || s.cmd.Process == nil {
+	if s == nil {
 		return
 	}
-	select {
-	case <-s.exit:
-	default:
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-s.exit:
-		case <-time.After(5 * time.Second):
-			_ = s.cmd.Process.Kill()
-			<-s.exit
-		}
-	}
+	stopPid(s.cmd, s.exit, 5*time.Second)
 	os.RemoveAll(s.dir)
 }
 

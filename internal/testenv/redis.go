@@ -44,11 +44,11 @@ type RedisServer struct {
 	Pid int
 
 	mu      sync.Mutex
-	args    []string      // redis-server arguments, reused by Restart
-	cluster bool          // also owns the cluster bus port
-	cmd     *exec.Cmd     // nil when not running
-	done    chan struct{} // closed once cmd has been reaped
-	freed   bool          // port released, server retired
+	args    []string        // redis-server arguments, reused by Restart
+	cluster bool            // also owns the cluster bus port
+	cmd     *exec.Cmd       // nil when not running
+	done    <-chan struct{} // closed once cmd has been reaped
+	freed   bool            // port released, server retired
 }
 
 // errPortTaken means another process owns the chosen port; pick another.
@@ -145,27 +145,32 @@ func (s *RedisServer) stopLocked(sig syscall.Signal) {
 	if s.cmd == nil {
 		return
 	}
-	defer func() { s.cmd = nil }()
+	stopProcess(s.cmd, s.done, sig)
+	s.cmd = nil
+}
+
+// stopProcess sends sig to cmd's pid unless it has exited (done closed),
+// escalates to SIGKILL after stopGrace, and returns once it is reaped.
+func stopProcess(cmd *exec.Cmd, done <-chan struct{}, sig syscall.Signal) {
 	select {
-	case <-s.done:
+	case <-done:
 		return
 	default:
 	}
-	_ = s.cmd.Process.Signal(sig)
+	_ = cmd.Process.Signal(sig)
 	select {
-	case <-s.done:
+	case <-done:
 	case <-time.After(stopGrace):
-		_ = s.cmd.Process.Kill()
-		<-s.done
+		_ = cmd.Process.Kill()
+		<-done
 	}
 }
 
-// startLocked starts the process and waits until it answers as itself.
-func (s *RedisServer) startLocked() error {
-	cmd := exec.Command(redisServerPath, s.args...)
-	cmd.Dir = s.Dir
+// startProcess spawns cmd and returns a channel closed once it has exited
+// and been reaped.
+func startProcess(cmd *exec.Cmd) (<-chan struct{}, error) {
 	if err := spawn(cmd); err != nil {
-		return fmt.Errorf("starting redis-server: %w", err)
+		return nil, err
 	}
 	done := make(chan struct{})
 	go func() {
@@ -173,6 +178,17 @@ func (s *RedisServer) startLocked() error {
 		spawnDone()
 		close(done)
 	}()
+	return done, nil
+}
+
+// startLocked starts the process and waits until it answers as itself.
+func (s *RedisServer) startLocked() error {
+	cmd := exec.Command(redisServerPath, s.args...)
+	cmd.Dir = s.Dir
+	done, err := startProcess(cmd)
+	if err != nil {
+		return fmt.Errorf("starting redis-server: %w", err)
+	}
 	s.cmd, s.done, s.Pid = cmd, done, cmd.Process.Pid
 	pid := strconv.Itoa(cmd.Process.Pid)
 

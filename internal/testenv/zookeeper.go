@@ -39,7 +39,7 @@ type ZooKeeper struct {
 
 	mu    sync.Mutex
 	cmd   *exec.Cmd
-	done  chan struct{}
+	done  <-chan struct{}
 	freed bool
 }
 
@@ -214,19 +214,8 @@ func (z *ZooKeeper) stopLocked(sig syscall.Signal) {
 	if z.cmd == nil {
 		return
 	}
-	defer func() { z.cmd = nil }()
-	select {
-	case <-z.done:
-		return
-	default:
-	}
-	_ = z.cmd.Process.Signal(sig)
-	select {
-	case <-z.done:
-	case <-time.After(stopGrace):
-		_ = z.cmd.Process.Kill()
-		<-z.done
-	}
+	stopProcess(z.cmd, z.done, sig)
+	z.cmd = nil
 }
 
 func (z *ZooKeeper) startLocked() error {
@@ -242,15 +231,10 @@ func (z *ZooKeeper) startLocked() error {
 		"org.apache.zookeeper.server.ZooKeeperServerMain", filepath.Join(z.Dir, "zoo.cfg"))
 	cmd.Dir = z.Dir
 	cmd.Stdout, cmd.Stderr = out, out
-	if err := spawn(cmd); err != nil {
+	done, err := startProcess(cmd)
+	if err != nil {
 		return fmt.Errorf("starting ZooKeeper: %w", err)
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		spawnDone()
-		close(done)
-	}()
 	z.cmd, z.done, z.Pid = cmd, done, cmd.Process.Pid
 	dataDir := filepath.Join(z.Dir, "data")
 	deadline := time.Now().Add(zkStartTimeout)
