@@ -1,0 +1,379 @@
+package etcdlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lockx-go/lockx/lockx"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Backend is a lockx.Backend over an etcd cluster. It is safe for
+// concurrent use; create one per process (or per lockx.Client) with New.
+type Backend struct {
+	cli *clientv3.Client
+	cfg config
+
+	ctx    context.Context // ends at Close: watches, background calls
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // background goroutines
+
+	mu      sync.Mutex
+	closed  bool
+	held    map[ref]*held
+	queued  map[ref]*queued
+	waiters map[waitKey]*waiter
+}
+
+// Interface checks.
+var (
+	_ lockx.Backend          = (*Backend)(nil)
+	_ lockx.Notifier         = (*Backend)(nil)
+	_ lockx.BatchExtender    = (*Backend)(nil)
+	_ lockx.LossNotifier     = (*Backend)(nil)
+	_ lockx.FenceStore       = (*Backend)(nil)
+	_ lockx.Inspector        = (*Backend)(nil)
+	_ lockx.RWBackend        = (*Backend)(nil)
+	_ lockx.SemaphoreBackend = (*Backend)(nil)
+)
+
+// New returns a Backend that keeps its locks in the cluster cli talks to.
+// Close the Backend (or the lockx.Client over it) when done; cli stays
+// open, it is the caller's.
+func New(cli *clientv3.Client, opts ...Option) *Backend {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	if cli == nil && cfg.err == nil {
+		cfg.err = &lockx.ArgError{Arg: "etcd client", Reason: "nil"}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Backend{
+		cli: cli, cfg: cfg, ctx: ctx, cancel: cancel,
+		held: make(map[ref]*held), queued: make(map[ref]*queued), waiters: make(map[waitKey]*waiter),
+	}
+}
+
+// Close stops the backend's watches and background calls and waits for
+// them. Locks still held keep their leases until they run out (the
+// lockx.Client releases its locks before it closes the backend).
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	for _, h := range b.held {
+		h.timer.Stop()
+	}
+	for _, q := range b.queued {
+		q.timer.Stop()
+	}
+	ws := make([]*waiter, 0, len(b.waiters))
+	for _, w := range b.waiters {
+		ws = append(ws, w)
+	}
+	b.mu.Unlock()
+	for _, w := range ws {
+		w.stop()
+	}
+	b.cancel()
+	b.wg.Wait()
+	return nil
+}
+
+// kinds of entries: each has its own namespace of keys.
+const (
+	kindLock = "l"
+	kindRW   = "rw"
+	kindSem  = "s"
+)
+
+// ref names one entry: a lock, a read or write hold, or a permit hold of
+// one owner.
+type ref struct {
+	kind string
+	key  string
+	name string // the owner, or the mode letter and the owner (rw)
+}
+
+// dir is the directory of all entries of a key:
+// <prefix><kind><len(key)>:<key>/ — the length makes keys that are
+// prefixes of each other ("a", "a/b") land in disjoint directories.
+func (b *Backend) dir(kind, key string) string {
+	return b.cfg.prefix + kind + strconv.Itoa(len(key)) + ":" + key + "/"
+}
+
+// Holders live under <dir>h/<name>, queued waiters under <dir>q/<name>.
+func (b *Backend) hkey(r ref) string { return b.dir(r.kind, r.key) + "h/" + r.name }
+func (b *Backend) qkey(r ref) string { return b.dir(r.kind, r.key) + "q/" + r.name }
+
+// held is a grant this backend made: the entry <dir>h/<name> created at
+// rev (the fencing token) on its own lease.
+type held struct {
+	rev      int64
+	lease    clientv3.LeaseID
+	ttl      int64 // the lease's TTL in seconds, as granted
+	value    string
+	deadline time.Time   // local: when the lease the caller asked for ends
+	timer    *time.Timer // revokes the lease at deadline unless renewed
+}
+
+// queued is a queue entry <dir>q/<name> this backend wrote for a waiter.
+type queued struct {
+	rev   int64
+	lease clientv3.LeaseID
+	ttl   time.Duration // the queue TTL the waiter asked for
+	timer *time.Timer   // withdraws the entry ttl after the last refresh
+}
+
+// entry is one key of a directory as read.
+type entry struct {
+	name  string
+	value string
+	rev   int64 // create revision
+	lease clientv3.LeaseID
+}
+
+// view is a directory read at one revision: holders and queue, each in
+// order of creation.
+type view struct {
+	rev     int64
+	holders []entry
+	queue   []entry
+}
+
+func (v *view) holder(name string) *entry {
+	for i := range v.holders {
+		if v.holders[i].name == name {
+			return &v.holders[i]
+		}
+	}
+	return nil
+}
+
+func (b *Backend) parseView(dir string, rev int64, kvs []*mvccpb.KeyValue) view {
+	v := view{rev: rev}
+	for _, kv := range kvs {
+		rest, ok := strings.CutPrefix(string(kv.Key), dir)
+		if !ok || len(rest) < 2 {
+			continue
+		}
+		e := entry{name: rest[2:], value: string(kv.Value), rev: kv.CreateRevision, lease: clientv3.LeaseID(kv.Lease)}
+		switch rest[:2] {
+		case "h/":
+			v.holders = append(v.holders, e)
+		case "q/":
+			v.queue = append(v.queue, e)
+		}
+	}
+	return v
+}
+
+// readOp reads a whole directory, oldest entry first.
+func readOp(dir string) clientv3.Op {
+	return clientv3.OpGet(dir, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+}
+
+func (b *Backend) read(ctx context.Context, dir string) (view, error) {
+	resp, err := b.cli.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return view{}, err
+	}
+	return b.parseView(dir, resp.Header.Revision, resp.Kvs), nil
+}
+
+// secs is the etcd lease TTL (whole seconds, rounded up) for d.
+func secs(d time.Duration) int64 {
+	s := int64((d + time.Second - 1) / time.Second)
+	if s < 1 {
+		s = 1
+	}
+	return s
+}
+
+// grant creates a lease of at least d. The server may raise the TTL to its
+// minimum; the returned TTL is the one granted.
+func (b *Backend) grant(ctx context.Context, d time.Duration) (clientv3.LeaseID, int64, error) {
+	resp, err := b.cli.Grant(ctx, secs(d))
+	if err != nil {
+		return 0, 0, err
+	}
+	return resp.ID, resp.TTL, nil
+}
+
+// revokeLater revokes a lease nobody needs any more (a refused attempt's,
+// a moved entry's old one) without making the caller wait. If it fails,
+// the lease runs out on its own.
+func (b *Backend) revokeLater(id clientv3.LeaseID) {
+	if id == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		ctx, cancel := context.WithTimeout(b.ctx, b.cfg.opTimeout)
+		defer cancel()
+		_, _ = b.cli.Revoke(ctx, id)
+	}()
+}
+
+// notFound reports etcd's "lease not found": the lease expired or was
+// revoked, so every key on it is gone.
+func notFound(err error) bool {
+	return errors.Is(err, rpctypes.ErrLeaseNotFound)
+}
+
+func unavailable(op string, err error) error {
+	if errors.Is(err, lockx.ErrUnavailable) {
+		return err
+	}
+	return lockx.Unavailable(op, err)
+}
+
+// token converts a create revision to a fencing token.
+func token(rev int64) (lockx.Token, error) {
+	if rev <= 0 || lockx.Token(rev) > lockx.MaxToken {
+		return 0, fmt.Errorf("etcdlock: revision %d is not a valid fencing token", rev)
+	}
+	return lockx.Token(rev), nil
+}
+
+func (b *Backend) getHeld(r ref) *held {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.held[r]
+}
+
+func (b *Backend) takeHeld(r ref) *held {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	h := b.held[r]
+	if h != nil {
+		delete(b.held, r)
+		h.timer.Stop()
+	}
+	return h
+}
+
+// dropHeld forgets h if it is still r's grant.
+func (b *Backend) dropHeld(r ref, h *held) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.held[r] == h {
+		delete(b.held, r)
+		h.timer.Stop()
+	}
+}
+
+// addHeld records a grant and arms its expiry: a lock whose lease the
+// caller lets lapse is freed at its deadline by this process, to the
+// millisecond, instead of at etcd's next whole-second lease expiry (which
+// still frees it if this process is gone).
+func (b *Backend) addHeld(r ref, h *held) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if old := b.held[r]; old != nil && old != h {
+		old.timer.Stop()
+	}
+	b.held[r] = h
+	h.timer = time.AfterFunc(time.Until(h.deadline), func() { b.expireHeld(r, h) })
+}
+
+func (b *Backend) expireHeld(r ref, h *held) {
+	b.mu.Lock()
+	if b.held[r] != h {
+		b.mu.Unlock()
+		return
+	}
+	if d := time.Until(h.deadline); d > 0 { // renewed meanwhile
+		h.timer.Reset(d)
+		b.mu.Unlock()
+		return
+	}
+	delete(b.held, r)
+	id := h.lease
+	b.mu.Unlock()
+	b.revokeLater(id)
+}
+
+// setDeadline moves h's local deadline after a renewal.
+func (b *Backend) setDeadline(h *held, d time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	h.deadline = d
+	if h.timer != nil {
+		h.timer.Reset(time.Until(d))
+	}
+}
+
+func (b *Backend) getQueued(r ref) *queued {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.queued[r]
+}
+
+func (b *Backend) takeQueued(r ref) *queued {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q := b.queued[r]
+	if q != nil {
+		delete(b.queued, r)
+		q.timer.Stop()
+	}
+	return q
+}
+
+func (b *Backend) dropQueued(r ref, q *queued) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.queued[r] == q {
+		delete(b.queued, r)
+		q.timer.Stop()
+	}
+}
+
+// addQueued records a queue entry and arms its withdrawal: a waiter that
+// stops refreshing (it crashed, or forgot) leaves the queue after its queue
+// TTL; etcd removes the entry of a dead process when its lease runs out.
+func (b *Backend) addQueued(r ref, q *queued) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if old := b.queued[r]; old != nil && old != q {
+		old.timer.Stop()
+	}
+	b.queued[r] = q
+	q.timer = time.AfterFunc(q.ttl, func() {
+		b.mu.Lock()
+		if b.queued[r] != q {
+			b.mu.Unlock()
+			return
+		}
+		delete(b.queued, r)
+		b.mu.Unlock()
+		b.revokeLater(q.lease)
+	})
+}
+
+// refreshed restarts q's withdrawal timer after a refresh.
+func (b *Backend) refreshed(q *queued) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	q.timer.Reset(q.ttl)
+}

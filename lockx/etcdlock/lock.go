@@ -1,0 +1,80 @@
+package etcdlock
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/lockx-go/lockx/lockx"
+)
+
+func lockRef(key string, owner lockx.Owner) ref {
+	return ref{kind: kindLock, key: key, name: string(owner)}
+}
+
+// lockPolicy: one holder; fair waiters queue and go in order, plain
+// waiters do not queue and yield to queued ones.
+func lockPolicy(req lockx.Request) policy {
+	name := string(req.Owner)
+	return policy{
+		fast:    true,
+		queue:   req.Fair,
+		ordered: true,
+		value:   strconv.FormatInt(time.Now().UnixMilli(), 10),
+		decide: func(v *view, q *queued) (bool, string, error) {
+			if len(v.holders) > 0 {
+				return false, "", nil
+			}
+			if len(v.queue) > 0 && v.queue[0].name != name {
+				return false, "", nil
+			}
+			return true, strconv.FormatInt(time.Now().UnixMilli(), 10), nil
+		},
+	}
+}
+
+// Acquire makes one attempt to grant req.Key to req.Owner (lockx.Backend).
+// The lock is the key <prefix>l<len>:<key>/h/<owner> on a lease of its
+// own; its create revision is the fencing token.
+func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+	return b.attempt(ctx, lockRef(req.Key, req.Owner), req, lockPolicy(req))
+}
+
+// Extend resets the lease of key held by owner (lockx.Backend).
+func (b *Backend) Extend(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) error {
+	return b.extend(ctx, lockRef(key, owner), lease)
+}
+
+// Release frees key if owner holds it and withdraws owner's queue entry
+// (lockx.Backend).
+func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) error {
+	return b.release(ctx, lockRef(key, owner))
+}
+
+// TTL returns the lease left on key held by owner (lockx.Backend).
+func (b *Backend) TTL(ctx context.Context, key string, owner lockx.Owner) (time.Duration, error) {
+	return b.ttl(ctx, lockRef(key, owner))
+}
+
+// maxParallel bounds the renewals of one ExtendMany in flight at once.
+const maxParallel = 32
+
+// ExtendMany renews many leases at once (lockx.BatchExtender): the
+// keep-alives go out concurrently over the client's one connection.
+func (b *Backend) ExtendMany(ctx context.Context, reqs []lockx.ExtendRequest) []error {
+	errs := make([]error, len(reqs))
+	sem := make(chan struct{}, maxParallel)
+	var wg sync.WaitGroup
+	for i, r := range reqs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = b.Extend(ctx, r.Key, r.Owner, r.Lease)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
