@@ -13,6 +13,7 @@ MODULES = $(patsubst %/go.mod,%,$(shell find . -name go.mod -not -path '*/testda
 ## test: the whole suite, unit and integration, race detector on.
 test: services
 	$(GO) test -race -count=1 -timeout 9m ./...
+	cd lockx/etcdlock && $(GO) test -race -count=1 -timeout 5m ./...
 	$(GO) test -count=1 -timeout 3m -tags browser -run PageInBrowser ./examples/seckill/shop/
 	LOCKX_FUZZTIME=3s $(GO) test -count=1 -timeout 5m -run '^TestFaultFuzz$$' ./faults/
 

@@ -255,32 +255,50 @@ func token(rev int64) (lockx.Token, error) {
 	return lockx.Token(rev), nil
 }
 
-func (b *Backend) getHeld(r ref) *held {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.held[r]
+// timed is an entry record whose expiry timer must stop when the record
+// is forgotten.
+type timed interface {
+	comparable
+	stop()
 }
 
-func (b *Backend) takeHeld(r ref) *held {
+func (h *held) stop()   { h.timer.Stop() }
+func (q *queued) stop() { q.timer.Stop() }
+
+func get[T timed](b *Backend, m map[ref]T, r ref) T {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	h := b.held[r]
-	if h != nil {
-		delete(b.held, r)
-		h.timer.Stop()
-	}
-	return h
+	return m[r]
 }
 
-// dropHeld forgets h if it is still r's grant.
-func (b *Backend) dropHeld(r ref, h *held) {
+// take forgets r's record and returns it.
+func take[T timed](b *Backend, m map[ref]T, r ref) T {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.held[r] == h {
-		delete(b.held, r)
-		h.timer.Stop()
+	v, ok := m[r]
+	if ok {
+		delete(m, r)
+		v.stop()
+	}
+	return v
+}
+
+// drop forgets v if it is still r's record.
+func drop[T timed](b *Backend, m map[ref]T, r ref, v T) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if m[r] == v {
+		delete(m, r)
+		v.stop()
 	}
 }
+
+func (b *Backend) getHeld(r ref) *held         { return get(b, b.held, r) }
+func (b *Backend) takeHeld(r ref) *held        { return take(b, b.held, r) }
+func (b *Backend) dropHeld(r ref, h *held)     { drop(b, b.held, r, h) }
+func (b *Backend) getQueued(r ref) *queued     { return get(b, b.queued, r) }
+func (b *Backend) takeQueued(r ref) *queued    { return take(b, b.queued, r) }
+func (b *Backend) dropQueued(r ref, q *queued) { drop(b, b.queued, r, q) }
 
 // addHeld records a grant and arms its expiry: a lock whose lease the
 // caller lets lapse is freed at its deadline by this process, to the
@@ -320,32 +338,6 @@ func (b *Backend) setDeadline(h *held, d time.Time) {
 	h.deadline = d
 	if h.timer != nil {
 		h.timer.Reset(time.Until(d))
-	}
-}
-
-func (b *Backend) getQueued(r ref) *queued {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.queued[r]
-}
-
-func (b *Backend) takeQueued(r ref) *queued {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	q := b.queued[r]
-	if q != nil {
-		delete(b.queued, r)
-		q.timer.Stop()
-	}
-	return q
-}
-
-func (b *Backend) dropQueued(r ref, q *queued) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.queued[r] == q {
-		delete(b.queued, r)
-		q.timer.Stop()
 	}
 }
 

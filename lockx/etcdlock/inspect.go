@@ -52,9 +52,7 @@ func (b *Backend) Locks(ctx context.Context, prefix string, fn func(lockx.LockIn
 			if t, err := token(kv.CreateRevision); err == nil {
 				d.info.Token = t
 			}
-			if ms, err := strconv.ParseInt(string(kv.Value), 10, 64); err == nil {
-				d.info.Age = max(time.Since(time.UnixMilli(ms)), 0)
-			}
+			d.info.Age = age(string(kv.Value))
 		}
 	}
 	for _, key := range order {
@@ -80,22 +78,34 @@ func (b *Backend) Locks(ctx context.Context, prefix string, fn func(lockx.LockIn
 // Lock returns the holder of key (lockx.Inspector), or an error matching
 // lockx.ErrNotHeld.
 func (b *Backend) Lock(ctx context.Context, key string) (lockx.LockInfo, error) {
-	var out lockx.LockInfo
-	found := false
-	err := b.Locks(ctx, key, func(li lockx.LockInfo) bool {
-		if li.Key == key {
-			out, found = li, true
-			return false
-		}
-		return true
-	})
-	if err != nil {
-		return lockx.LockInfo{}, err
+	if b.cfg.err != nil {
+		return lockx.LockInfo{}, b.cfg.err
 	}
-	if !found {
+	v, err := b.read(ctx, b.dir(kindLock, key))
+	if err != nil {
+		return lockx.LockInfo{}, unavailable("lock", err)
+	}
+	if len(v.holders) == 0 {
 		return lockx.LockInfo{}, lockx.ErrNotHeld
 	}
-	return out, nil
+	e := v.holders[0]
+	info := lockx.LockInfo{Key: key, Owner: lockx.Owner(e.name), Waiters: len(v.queue), Age: age(e.value)}
+	if info.Token, err = token(e.rev); err != nil {
+		return lockx.LockInfo{}, unavailable("lock", err)
+	}
+	if info.TTL, err = b.leaseLeft(ctx, e.lease); err != nil {
+		return lockx.LockInfo{}, err
+	}
+	return info, nil
+}
+
+// age is the time since the grant time a holder value records.
+func age(value string) time.Duration {
+	ms, err := strconv.ParseInt(value, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return max(time.Since(time.UnixMilli(ms)), 0)
 }
 
 // splitEntry parses "<len>:<key>/<h|q>/<name>".

@@ -36,10 +36,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// leakOptions ignores goroutines that the embedded server and gRPC leave
-// behind by design after Close; everything of lockx's must be gone.
+// leakOptions ignores the peer HTTP connections that members of a
+// stopped in-process cluster may leave open for a while (etcd's rafthttp
+// over net/http, after a member was stopped and restarted). lockx uses no
+// net/http: every goroutine of its own must be gone.
 func leakOptions() []goleak.Option {
-	return []goleak.Option{}
+	return []goleak.Option{
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreAnyFunction("net/http.(*conn).serve"),
+		goleak.IgnoreAnyFunction("net/http.(*connReader).backgroundRead"),
+	}
 }
 
 func randHex(n int) string {

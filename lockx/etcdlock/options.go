@@ -31,6 +31,15 @@ func (c *config) fail(arg, reason string) {
 	}
 }
 
+// positive sets *field to d, or records an *lockx.ArgError if d ≤ 0.
+func (c *config) positive(arg string, d time.Duration, field *time.Duration) {
+	if d <= 0 {
+		c.fail(arg, "must be positive")
+		return
+	}
+	*field = d
+}
+
 // WithPrefix sets the prefix of every key the backend writes (default
 // "lockx/"). Backends that share locks must share the prefix. It must be
 // non-empty; a prefix that is a prefix of another backend's (say "a" and
@@ -53,11 +62,7 @@ func WithPrefix(prefix string) Option {
 // minimum lease TTL.
 func WithQueueTTL(d time.Duration) Option {
 	return func(c *config) {
-		if d <= 0 {
-			c.fail("etcdlock queue TTL", "must be positive")
-			return
-		}
-		c.queueTTL = d
+		c.positive("etcdlock queue TTL", d, &c.queueTTL)
 	}
 }
 
@@ -66,11 +71,7 @@ func WithQueueTTL(d time.Duration) Option {
 // loss watch (default 5 s).
 func WithOpTimeout(d time.Duration) Option {
 	return func(c *config) {
-		if d <= 0 {
-			c.fail("etcdlock op timeout", "must be positive")
-			return
-		}
-		c.opTimeout = d
+		c.positive("etcdlock op timeout", d, &c.opTimeout)
 	}
 }
 

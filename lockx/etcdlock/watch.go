@@ -27,12 +27,12 @@ type target struct {
 // waiter is one Watch registration. Its attempt arms an etcd watch on
 // what blocks it; a deletion there sends the wake-up.
 type waiter struct {
-	b    *Backend
-	ch   chan struct{}
-	mu   sync.Mutex
-	cur  target
+	b     *Backend
+	ch    chan struct{}
+	mu    sync.Mutex
+	cur   target
 	stopW context.CancelFunc
-	done chan struct{}
+	done  chan struct{}
 }
 
 // Watch registers owner's interest in key (lockx.Notifier). The etcd watch

@@ -1,0 +1,86 @@
+package etcdlock_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/etcdlock"
+)
+
+func TestFence(t *testing.T) {
+	b := backend(t, client(t, single))
+	ctx := ctxT(t, 5*time.Second)
+	res := "acct:" + randHex(4)
+	for _, tok := range []lockx.Token{5, 5, 300, 1 << 40} {
+		if err := b.Fence(ctx, res, tok); err != nil {
+			t.Fatalf("Fence(%d): %v", tok, err)
+		}
+	}
+	var stale *lockx.StaleTokenError
+	if err := b.Fence(ctx, res, 299); !errors.As(err, &stale) || stale.Seen != 1<<40 {
+		t.Fatalf("Fence(299) = %v, want stale with seen 2^40", err)
+	}
+	if err := b.Fence(ctx, "", 1); !errors.Is(err, lockx.ErrInvalidArgument) {
+		t.Fatalf("empty resource: %v", err)
+	}
+}
+
+func TestInspectAndForceUnlock(t *testing.T) {
+	cli := client(t, single)
+	p := etcdlock.WithPrefix(testPrefix())
+	c := lockx.New(etcdlock.New(cli, p))
+	defer c.Close()
+	ctx := ctxT(t, 5*time.Second)
+	l, err := c.Acquire(ctx, "inv/item:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := lockx.New(etcdlock.New(cli, p))
+	defer other.Close()
+	if _, err := other.TryAcquire(ctx, "inv/item:10"); err != nil { // a key the first is a prefix of
+		t.Fatal(err)
+	}
+	b := etcdlock.New(cli, p)
+	defer b.Close()
+	var seen []lockx.LockInfo
+	if err := b.Locks(ctx, "inv/item:1", func(li lockx.LockInfo) bool { seen = append(seen, li); return true }); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 2 {
+		t.Fatalf("Locks = %+v, want 2", seen)
+	}
+	info, err := b.Lock(ctx, "inv/item:1")
+	if err != nil || info.Owner != l.Owner() || info.Token != l.Token() || info.TTL <= 0 {
+		t.Fatalf("Lock = %+v, %v", info, err)
+	}
+	if _, err := lockx.ForceUnlock(ctx, b, "inv/item:1"); err != nil {
+		t.Fatal(err)
+	}
+	if !closedWithin(l.Lost(), 3*time.Second) {
+		t.Fatal("force-unlocked holder not told")
+	}
+	if err := b.Fence(ctx, "inv/item:1", l.Token()); !errors.Is(err, lockx.ErrStaleToken) {
+		t.Fatalf("evicted holder's token still accepted: %v", err)
+	}
+	if _, err := b.Lock(ctx, "inv/item:1"); !errors.Is(err, lockx.ErrNotHeld) {
+		t.Fatalf("Lock after force unlock = %v", err)
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	ctx := ctxT(t, 5*time.Second)
+	for name, b := range map[string]*etcdlock.Backend{
+		"nil client":   etcdlock.New(nil),
+		"empty prefix": etcdlock.New(client(t, single), etcdlock.WithPrefix("")),
+		"queue TTL":    etcdlock.New(client(t, single), etcdlock.WithQueueTTL(0)),
+	} {
+		_, err := b.Acquire(ctx, lockx.Request{Key: "k", Owner: lockx.NewOwner(), Lease: time.Second})
+		var ae *lockx.ArgError
+		if !errors.As(err, &ae) {
+			t.Errorf("%s: Acquire = %v, want *ArgError", name, err)
+		}
+		_ = b.Close()
+	}
+}
