@@ -78,6 +78,36 @@ func SharedZooKeeper(t testing.TB) *ZooKeeper {
 	t.Helper()
 	requireZooKeeper(t)
 	requireMain(t)
+	z, err := sharedZooKeeper()
+	if err != nil {
+		t.Fatalf("testenv: starting the shared ZooKeeper: %v", err)
+	}
+	return z
+}
+
+// SharedZooKeeperAddr is SharedZooKeeper for code without a testing.TB,
+// such as runnable examples: it returns the shared server's address, or an
+// error if it cannot be started (java or the zookeeper package missing,
+// no testenv.Main).
+func SharedZooKeeperAddr() (string, error) {
+	zkLookup.Do(lookupZooKeeper)
+	if zkLookupEr != nil {
+		return "", fmt.Errorf("testenv: ZooKeeper cannot be started: %w", zkLookupEr)
+	}
+	shared.mu.Lock()
+	ok := shared.main && !shared.stopped
+	shared.mu.Unlock()
+	if !ok {
+		return "", errors.New("testenv: the shared ZooKeeper needs testenv.Main")
+	}
+	z, err := sharedZooKeeper()
+	if err != nil {
+		return "", err
+	}
+	return z.Addr, nil
+}
+
+func sharedZooKeeper() (*ZooKeeper, error) {
 	sharedZK.once.Do(func() {
 		var dir string
 		if dir, sharedZK.err = sharedDir("zookeeper"); sharedZK.err != nil {
@@ -90,10 +120,7 @@ func SharedZooKeeper(t testing.TB) *ZooKeeper {
 			shared.mu.Unlock()
 		}
 	})
-	if sharedZK.err != nil {
-		t.Fatalf("testenv: starting the shared ZooKeeper: %v", sharedZK.err)
-	}
-	return sharedZK.z
+	return sharedZK.z, sharedZK.err
 }
 
 // StartZooKeeper starts a private standalone ZooKeeper for the calling test
@@ -114,16 +141,18 @@ func StartZooKeeper(t testing.TB, extra ...string) *ZooKeeper {
 // jar ($LOCKX_ZOOKEEPER_JAR, default Debian's) is missing.
 func requireZooKeeper(tb testing.TB) {
 	tb.Helper()
-	zkLookup.Do(func() {
-		zkJar = envOr("LOCKX_ZOOKEEPER_JAR", defaultZooKeeperJar)
-		if javaPath, zkLookupEr = exec.LookPath("java"); zkLookupEr != nil {
-			return
-		}
-		_, zkLookupEr = os.Stat(zkJar)
-	})
+	zkLookup.Do(lookupZooKeeper)
 	if zkLookupEr != nil {
 		unavailable(tb, "ZooKeeper cannot be started (%v); install it (Debian: apt-get install zookeeper) or run scripts/ensure-services.sh", zkLookupEr)
 	}
+}
+
+func lookupZooKeeper() {
+	zkJar = envOr("LOCKX_ZOOKEEPER_JAR", defaultZooKeeperJar)
+	if javaPath, zkLookupEr = exec.LookPath("java"); zkLookupEr != nil {
+		return
+	}
+	_, zkLookupEr = os.Stat(zkJar)
 }
 
 func startZooKeeper(dir string, extra []string) (*ZooKeeper, error) {
