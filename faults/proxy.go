@@ -6,9 +6,11 @@ import (
 	"time"
 )
 
-// Proxy is a minimal in-process TCP proxy for network faults, standing in
-// for toxiproxy (github.com/Shopify/toxiproxy/v2 is not available from the
-// module proxy this project builds with). Each direction can be delayed
+// Proxy is a minimal in-process TCP proxy for network faults, written when
+// toxiproxy was not available from the module proxy this project builds
+// with (github.com/Shopify/toxiproxy/v2 v2.5.0 now is; redislock's quorum
+// tests use it in-process, and its latency and timeout toxics could take
+// this one's place here too). Each direction can be delayed
 // (latency, order kept) or blackholed (bytes read and dropped, the
 // connection left open: a one-way partition). Upstream is client→server,
 // downstream server→client.

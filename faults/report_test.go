@@ -119,9 +119,10 @@ faulted — written twice per step, once fenced and once not.
 
 Network faults use a small in-process TCP proxy (` + "`faults.Proxy`" + `: latency and
 one-way blackholes per direction) between a holder and Redis, or between
-holder A's lock sessions and PostgreSQL (pg-blackhole);
-github.com/Shopify/toxiproxy/v2 is not available from the module proxy this
-project builds with.
+holder A's lock sessions and PostgreSQL (pg-blackhole). It was written
+when github.com/Shopify/toxiproxy/v2 was not available from the module proxy
+this project builds with; v2.5.0 now is, and redislock's Redlock slow-node
+tests use it in-process.
 
 ## Observations
 

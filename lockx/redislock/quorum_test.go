@@ -3,8 +3,7 @@ package redislock_test
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
@@ -131,7 +132,7 @@ func TestQuorumBadInput(t *testing.T) {
 
 	// The same server behind another address (a proxy) is found by its
 	// run_id at the first call and refused for good, with nothing left held.
-	p := startProxy(t, srv[0].Addr)
+	p := startToxic(t, srv[0].Addr)
 	prefix := testPrefix()
 	dup := redislock.NewQuorum(append(cs[:3:3], nodeClients(t, p.addr)...), redislock.WithPrefix(prefix), redislock.WithNodeTimeout(quorumNodeTimeout))
 	expectArg("same server via proxy", dup)
@@ -214,83 +215,44 @@ func TestQuorumNodeFailures(t *testing.T) {
 	use("restarted")
 }
 
-// proxy is a TCP relay that delays every chunk by a settable latency, one
-// way or both.
-type proxy struct {
-	addr     string
-	ln       net.Listener
-	up, down atomic.Int64 // delay in ns: client→server, server→client
-	mu       sync.Mutex
-	conns    []net.Conn
-	closed   bool
-	wg       sync.WaitGroup
+// toxic is an in-process toxiproxy proxy (github.com/Shopify/toxiproxy/v2)
+// in front of one node, stopped at cleanup.
+type toxic struct {
+	p    *toxiproxy.Proxy
+	addr string
 }
 
-func startProxy(t testing.TB, target string) *proxy {
+// toxiServer owns the test binary's proxies (no API listener, no metrics,
+// no log).
+var toxiServer = sync.OnceValue(func() *toxiproxy.ApiServer {
+	return toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
+})
+
+func startToxic(t testing.TB, target string) *toxic {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	p := toxiproxy.NewProxy(toxiServer(), t.Name()+"->"+target, "127.0.0.1:0", target)
+	if err := p.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{addr: ln.Addr().String(), ln: ln}
-	p.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			p.mu.Lock()
-			if p.closed {
-				p.mu.Unlock()
-				_, _ = c.Close(), s.Close()
-				return
-			}
-			p.conns = append(p.conns, c, s)
-			p.mu.Unlock()
-			p.wg.Go(func() { p.pipe(s, c, &p.up) })
-			p.wg.Go(func() { p.pipe(c, s, &p.down) })
-		}
-	})
-	t.Cleanup(p.close)
-	return p
+	t.Cleanup(p.Stop)
+	return &toxic{p: p, addr: p.Listen}
 }
 
-func (p *proxy) pipe(dst, src net.Conn, delay *atomic.Int64) {
-	defer func() { _, _ = dst.Close(), src.Close() }()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			if d := delay.Load(); d > 0 {
-				time.Sleep(time.Duration(d))
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				return
-			}
-			return
-		}
+// latency sets a latency toxic on one direction of x ("upstream":
+// client→server, "downstream": server→client); 0 removes it.
+func (x *toxic) latency(t testing.TB, stream string, d time.Duration) {
+	t.Helper()
+	name := "latency_" + stream
+	if err := x.p.Toxics.RemoveToxic(context.Background(), name); err != nil && !errors.Is(err, toxiproxy.ErrToxicNotFound) {
+		t.Fatal(err)
 	}
-}
-
-func (p *proxy) close() {
-	p.mu.Lock()
-	p.closed = true
-	for _, c := range p.conns {
-		_ = c.Close()
+	if d <= 0 {
+		return
 	}
-	p.mu.Unlock()
-	_ = p.ln.Close()
-	p.wg.Wait()
+	body := fmt.Sprintf(`{"name":%q,"type":"latency","stream":%q,"attributes":{"latency":%d}}`, name, stream, d.Milliseconds())
+	if _, err := x.p.Toxics.AddToxicJson(strings.NewReader(body)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestQuorumSlowNodes: latency on 2 of 5 nodes does not slow a grant past
@@ -299,10 +261,10 @@ func (p *proxy) close() {
 func TestQuorumSlowNodes(t *testing.T) {
 	srv := startNodes(t, 5)
 	addrs := addrsOf(srv)
-	proxies := make([]*proxy, 5)
+	proxies := make([]*toxic, 5)
 	via := make([]string, 5)
 	for i, s := range srv {
-		proxies[i] = startProxy(t, s.Addr)
+		proxies[i] = startToxic(t, s.Addr)
 		via[i] = proxies[i].addr
 	}
 	ctx := ctxT(t, 30*time.Second)
@@ -318,11 +280,11 @@ func TestQuorumSlowNodes(t *testing.T) {
 			t.Fatalf("warm-up: %+v %v", res, err)
 		}
 		for _, p := range proxies[:2] {
-			p.up.Store(int64(time.Second))
+			p.latency(t, "upstream", time.Second)
 		}
 		defer func() {
 			for _, p := range proxies[:2] {
-				p.up.Store(0)
+				p.latency(t, "upstream", 0)
 			}
 		}()
 		var worst time.Duration
@@ -350,17 +312,23 @@ func TestQuorumSlowNodes(t *testing.T) {
 		q := redislock.NewQuorum(cs, redislock.WithPrefix(prefix), redislock.WithNodeTimeout(3*time.Second),
 			redislock.WithQuorumDrift(0.75, 0))
 		t.Cleanup(func() { _ = q.Close() })
-		if res, err := q.Acquire(ctx, req("warm2", lockx.NewOwner(), time.Second)); err != nil || !res.Acquired {
+		// Warm: connections, and both scripts loaded (a first EVALSHA of the
+		// release script would cost a NOSCRIPT round trip more).
+		warm := lockx.NewOwner()
+		if res, err := q.Acquire(ctx, req("warm2", warm, time.Second)); err != nil || !res.Acquired {
 			t.Fatalf("warm-up: %+v %v", res, err)
 		}
+		if err := q.Release(ctx, "warm2", warm); err != nil {
+			t.Fatalf("warm-up release: %v", err)
+		}
 		for _, p := range proxies[2:] {
-			p.up.Store(int64(300 * time.Millisecond))
-			p.down.Store(int64(300 * time.Millisecond))
+			p.latency(t, "upstream", 300*time.Millisecond)
+			p.latency(t, "downstream", 300*time.Millisecond)
 		}
 		defer func() {
 			for _, p := range proxies[2:] {
-				p.up.Store(0)
-				p.down.Store(0)
+				p.latency(t, "upstream", 0)
+				p.latency(t, "downstream", 0)
 			}
 		}()
 		start := time.Now()
@@ -370,7 +338,8 @@ func TestQuorumSlowNodes(t *testing.T) {
 			t.Fatalf("acquire after %v: %+v %v; want a failure", took, res, err)
 		}
 		// The grants (2 s leases, made ~300 ms in) would live on to ~2.3 s;
-		// the failed attempt must have taken them back.
+		// the failed attempt must have taken them back: one round trip to
+		// acquire and one to release, ~1.2 s.
 		if took > 2*time.Second {
 			t.Fatalf("acquire took %v", took)
 		}
