@@ -30,7 +30,8 @@ type Backend struct {
 
 	mu        sync.Mutex
 	entries   map[entryKey]*entry
-	watched   map[string]map[*entry]struct{} // predecessor path → entries waiting on it
+	wakes     map[wakeKey][]chan struct{}    // Watch registrations
+	watched   map[string]map[*entry]struct{} // watched path → entries waiting on it
 	armed     map[string]bool                // paths with a ZooKeeper watch set
 	session   int64                          // id of the session the entries belong to
 	live      bool                           // that session is connected now
@@ -63,6 +64,7 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Backend, erro
 		acl:     cfg.acl,
 		logger:  cfg.logger,
 		entries: make(map[entryKey]*entry),
+		wakes:   make(map[wakeKey][]chan struct{}),
 		watched: make(map[string]map[*entry]struct{}),
 		armed:   make(map[string]bool),
 		timeout: cfg.sessionTimeout,
@@ -90,9 +92,11 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Backend, erro
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	if err := b.ensurePath(b.root + "/" + nsLocks); err != nil {
-		b.Close()
-		return nil, err
+	for _, dir := range []string{kindLock.dir, kindRead.dir, kindSem.dir} {
+		if err := b.ensurePath(b.root + "/" + dir); err != nil {
+			b.Close()
+			return nil, err
+		}
 	}
 	return b, nil
 }
@@ -181,7 +185,7 @@ func (b *Backend) onEvent(ev zk.Event) {
 			b.onExpired()
 		}
 		b.debug("zklock: session state", "state", ev.State.String(), "server", ev.Server)
-	case zk.EventNodeDeleted, zk.EventNodeDataChanged, zk.EventNodeCreated, zk.EventNotWatching:
+	case zk.EventNodeDeleted, zk.EventNodeDataChanged, zk.EventNodeCreated, zk.EventNodeChildrenChanged, zk.EventNotWatching:
 		b.onNode(ev.Path)
 	}
 }
@@ -276,7 +280,7 @@ func (b *Backend) dropAllLocked(wake bool) []func() {
 			b.unwatchLocked(e)
 		}
 		if wake {
-			for _, w := range e.wakes {
+			for _, w := range b.wakesLocked(e) {
 				fire = append(fire, func() { notify(w) })
 			}
 		}
@@ -289,8 +293,8 @@ func (b *Backend) dropAllLocked(wake bool) []func() {
 
 func (b *Backend) wakeAllLocked() []chan struct{} {
 	var ws []chan struct{}
-	for _, e := range b.entries {
-		ws = append(ws, e.wakes...)
+	for _, w := range b.wakes {
+		ws = append(ws, w...)
 	}
 	return ws
 }
@@ -302,7 +306,7 @@ func (b *Backend) onNode(path string) {
 	var ws []chan struct{}
 	for e := range b.watched[path] {
 		e.pred = ""
-		ws = append(ws, e.wakes...)
+		ws = append(ws, b.wakesLocked(e)...)
 	}
 	delete(b.watched, path)
 	b.mu.Unlock()

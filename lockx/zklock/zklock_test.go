@@ -30,3 +30,8 @@ func TestConformance(t *testing.T) {
 	z := testenv.SharedZooKeeper(t)
 	lockxtest.Run(t, func(t *testing.T) lockx.Backend { return dial(t, z.Addr) })
 }
+
+func TestRWConformance(t *testing.T) {
+	z := testenv.SharedZooKeeper(t)
+	lockxtest.RunRW(t, func(t *testing.T) lockx.Backend { return dial(t, z.Addr) })
+}
