@@ -5,19 +5,24 @@
 //		zklock.WithSessionTimeout(10*time.Second))
 //	locks := lockx.New(backend) // Close closes the backend and its session
 //
-// It implements lockx.Backend, lockx.Notifier and lockx.LossNotifier and
-// passes lockxtest.Run. Read/write locks and semaphores are not
-// implemented (no lockx.RWBackend, lockx.SemaphoreBackend).
+// It implements lockx.Backend, lockx.Notifier, lockx.LossNotifier,
+// lockx.RWBackend (patterns/rwlock) and lockx.SemaphoreBackend
+// (patterns/semaphore), and passes lockxtest.Run, RunRW and RunSemaphore.
 //
 // # Data model
 //
-// Each key is a container znode <root>/locks/<key> (escaped: bytes outside
+// Each key is a container znode <root>/locks/<key> (read/write locks:
+// <root>/rw/<key>, semaphores: <root>/sem/<key>; escaped: bytes outside
 // [0-9A-Za-z_:-] become %XX), created on demand and removed by the server
 // once it has been empty for a while. Each owner that holds or waits has
 // one ephemeral sequential child "<owner>-<sequence>" (the owner escaped,
 // so it contains no '-'). The lowest child holds the lock; the others wait
 // in arrival order. Reentrancy is counted by lockx.Client, so an owner has
-// at most one node per key.
+// at most one node per key (and side). Read/write locks and semaphores are
+// described in rw.go and semaphore.go: Curator's InterProcessReadWriteLock
+// (R and W nodes in one queue; a downgrade's node counts at its head), and
+// weighted permits as H<n>/Q<n> nodes granted by a transaction conditional
+// on the directory's version.
 //
 // # Operations and round trips
 //

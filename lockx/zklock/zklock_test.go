@@ -35,3 +35,8 @@ func TestRWConformance(t *testing.T) {
 	z := testenv.SharedZooKeeper(t)
 	lockxtest.RunRW(t, func(t *testing.T) lockx.Backend { return dial(t, z.Addr) })
 }
+
+func TestSemaphoreConformance(t *testing.T) {
+	z := testenv.SharedZooKeeper(t)
+	lockxtest.RunSemaphore(t, func(t *testing.T) lockx.Backend { return dial(t, z.Addr) })
+}
