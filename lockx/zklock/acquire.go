@@ -43,18 +43,8 @@ func (b *Backend) acquireQueued(ctx context.Context, e *entry, decide decideFunc
 
 // acquireTagged is acquireQueued creating the node with tag.
 func (b *Backend) acquireTagged(ctx context.Context, e *entry, tag string, decide decideFunc, req lockx.Request) (lockx.Result, error) {
-	if err := ctx.Err(); err != nil {
-		return lockx.Result{}, lockx.Unavailable("acquire", err)
-	}
-	if !b.isLive() {
-		return lockx.Result{}, lockx.Unavailable("acquire", ErrNoSession)
-	}
-	queueTTL := req.QueueTTL
-	if queueTTL <= 0 {
-		queueTTL = lockx.DefaultQueueTTL
-	}
-	start := time.Now()
-	if res, ok, err := b.reacquire(e, start, req.Lease); ok || err != nil {
+	start, queueTTL, res, done, err := b.begin(ctx, e, req)
+	if done {
 		return res, err
 	}
 	b.mu.Lock()
@@ -145,13 +135,37 @@ func (b *Backend) acquireTagged(ctx context.Context, e *entry, tag string, decid
 		if gone { // the watched node left between the listing and the watch
 			continue
 		}
-		b.mu.Lock()
-		e.fair = req.Fair
-		b.armLocked(e, time.Now().Add(queueTTL))
-		b.mu.Unlock()
-		return lockx.Result{}, nil
+		return b.refuse(e, req.Fair, queueTTL), nil
 	}
 	return lockx.Result{}, lockx.Unavailable("acquire", errQueueChurn)
+}
+
+// refuse records a waiter's refused attempt: its node stays queued until
+// the queue TTL passes without another attempt.
+func (b *Backend) refuse(e *entry, fair bool, queueTTL time.Duration) lockx.Result {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e.fair = fair
+	b.armLocked(e, time.Now().Add(queueTTL))
+	return lockx.Result{}
+}
+
+// begin starts an attempt: it fails fast without a session, and answers a
+// holder's repeat (done). It returns the attempt's start and queue TTL.
+func (b *Backend) begin(ctx context.Context, e *entry, req lockx.Request) (start time.Time, queueTTL time.Duration, res lockx.Result, done bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return start, 0, res, true, lockx.Unavailable("acquire", err)
+	}
+	if !b.isLive() {
+		return start, 0, res, true, lockx.Unavailable("acquire", ErrNoSession)
+	}
+	queueTTL = req.QueueTTL
+	if queueTTL <= 0 {
+		queueTTL = lockx.DefaultQueueTTL
+	}
+	start = time.Now()
+	res, ok, err := b.reacquire(e, start, req.Lease)
+	return start, queueTTL, res, ok || err != nil, err
 }
 
 // reacquire answers a holder's repeated attempt (a retry after a lost

@@ -35,18 +35,8 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 	}
 	e := b.lockEntry(kindSem, req.Key, req.Owner, true)
 	defer b.unlockEntry(e)
-	if err := ctx.Err(); err != nil {
-		return lockx.Result{}, lockx.Unavailable("acquire", err)
-	}
-	if !b.isLive() {
-		return lockx.Result{}, lockx.Unavailable("acquire", ErrNoSession)
-	}
-	queueTTL := req.QueueTTL
-	if queueTTL <= 0 {
-		queueTTL = lockx.DefaultQueueTTL
-	}
-	start := time.Now()
-	if res, ok, err := b.reacquire(e, start, req.Lease); ok || err != nil {
+	start, queueTTL, res, done, err := b.begin(ctx, e, req.Request)
+	if done {
 		return res, err
 	}
 	for look := 0; look < 8; look++ {
@@ -122,11 +112,7 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 			e.path, e.seq = path, n.seq
 			b.mu.Unlock()
 		}
-		b.mu.Lock()
-		e.fair = req.Fair
-		b.armLocked(e, time.Now().Add(queueTTL))
-		b.mu.Unlock()
-		return lockx.Result{}, nil
+		return b.refuse(e, req.Fair, queueTTL), nil
 	}
 	return lockx.Result{}, lockx.Unavailable("acquire", errQueueChurn)
 }
