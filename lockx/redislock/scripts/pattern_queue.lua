@@ -58,6 +58,14 @@ local function wake_marks(h, chan, lk)
   redis.call('HDEL', h, unpack(marks))
 end
 
+-- lease_end is the end (server ms) of a lease of lease ms granted at server
+-- time us (µs): rounded up, so that a lease never ends before it has run
+-- its full length. (Ends are compared with the current ms rounded down: an
+-- end at or before it has passed.)
+local function lease_end(us, lease)
+  return math.floor((us + 999) / 1000) + lease
+end
+
 -- next_token returns a fencing token above prev: the server clock in µs, or
 -- prev + 1 if the clock has not moved past it.
 local function next_token(prev, us)

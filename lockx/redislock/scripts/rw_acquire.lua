@@ -38,7 +38,7 @@ end
 
 if mode == 'w' then
   if writer == owner then -- idempotent per owner
-    redis.call('HSET', h, 'x', now + lease)
+    redis.call('HSET', h, 'x', lease_end(us, lease))
     return grant(tonumber(redis.call('HGET', h, 't')))
   end
   if redis.call('ZSCORE', r, owner) then return {2} end
@@ -49,12 +49,12 @@ if mode == 'w' then
   end
   if not free then return refuse(true) end
   local tok = next_token(tonumber(redis.call('HGET', h, 't')), us)
-  redis.call('HSET', h, 'w', owner, 'x', now + lease, 't', string.format('%d', tok))
+  redis.call('HSET', h, 'w', owner, 'x', lease_end(us, lease), 't', string.format('%d', tok))
   return grant(tok)
 end
 
 if redis.call('ZSCORE', r, owner) then -- idempotent per owner
-  redis.call('ZADD', r, now + lease, owner)
+  redis.call('ZADD', r, lease_end(us, lease), owner)
   return grant(tonumber(redis.call('HGET', h, 't')))
 end
 local blocked = writer and writer ~= owner
@@ -75,5 +75,5 @@ if not tok then
   tok = us
   redis.call('HSET', h, 't', string.format('%d', tok))
 end
-redis.call('ZADD', r, now + lease, owner)
+redis.call('ZADD', r, lease_end(us, lease), owner)
 return grant(tok)

@@ -12,7 +12,7 @@ local us = now_us()
 local now = math.floor(us / 1000)
 local used = sem_purge(h, s, now)
 if redis.call('ZSCORE', s, owner) then -- idempotent per owner
-  redis.call('ZADD', s, now + lease, owner)
+  redis.call('ZADD', s, lease_end(us, lease), owner)
   sem_keep(h, s, q, now)
   return {1, tonumber(redis.call('HGET', h, 'k:' .. owner))}
 end
@@ -47,7 +47,7 @@ local tok = next_token(tonumber(redis.call('HGET', h, 't')), us)
 local t = string.format('%d', tok)
 used = used + count
 redis.call('HSET', h, 't', t, 'u', used, 'n:' .. owner, count, 'k:' .. owner, t)
-redis.call('ZADD', s, now + lease, owner)
+redis.call('ZADD', s, lease_end(us, lease), owner)
 sem_wake(h, q, d, now, used, ARGV[8], ARGV[9], false) -- the next in line may fit too
 sem_keep(h, s, q, now)
 return {1, tok}
