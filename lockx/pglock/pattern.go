@@ -3,6 +3,7 @@ package pglock
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -285,18 +286,23 @@ func (b *Backend) ReleaseRW(ctx context.Context, mode lockx.RWMode, key string, 
 }
 
 // releasePattern frees a hold and withdraws its owner from the queue in one
-// round trip (one implicit transaction), notifying the key's watchers if
-// anything changed.
+// round trip (one implicit transaction), notifying the waiters that may now
+// be granted (patternWake) if anything changed.
 func (b *Backend) releasePattern(ctx context.Context, op string, kind int, key string, owner lockx.Owner, m int) error {
 	var held int64
+	targets := sqlRWWake
+	if kind == kindSem {
+		targets = semWake("(SELECT coalesce(sum(count), 0) FROM d)")
+	}
 	err := b.patternTx(ctx, op, kind, key, func(c *pgx.Conn, hash, lock int64) error {
 		batch := &pgx.Batch{}
 		b.head(batch, kind, hash, lock)
-		batch.Queue(b.names.expandPattern(`WITH d AS (DELETE FROM {pheld} WHERE kind = $1 AND hash = $2 AND owner = $3 AND mode = $4 RETURNING 1),
+		batch.Queue(b.names.expandPattern(`WITH d AS (DELETE FROM {pheld} WHERE kind = $1 AND hash = $2 AND owner = $3 AND mode = $4 RETURNING count),
 			q AS (DELETE FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner = $3 RETURNING 1)
 			SELECT (SELECT count(*) FROM d),
-				CASE WHEN EXISTS (SELECT 1 FROM d) OR EXISTS (SELECT 1 FROM q)
-				THEN length(pg_notify($5::text, $6::text)::text) END::int8`),
+				CASE WHEN (EXISTS (SELECT 1 FROM d) OR EXISTS (SELECT 1 FROM q)) AND t.p IS NOT NULL
+				THEN length(pg_notify($5::text, t.p)::text) END::int8
+			FROM (SELECT `+targets+` AS p) t`),
 			kind, hash, []byte(owner), m, b.names.channel, string(b.payload(hash))).QueryRow(func(row pgx.Row) error {
 			var n *int64
 			return row.Scan(&held, &n)
@@ -311,6 +317,46 @@ func (b *Backend) releasePattern(ctx context.Context, op string, kind int, key s
 		return lockx.ErrNotHeld
 	}
 	return nil
+}
+
+// Targeted wake-ups. A NOTIFY payload "<hash>" wakes every watcher of the
+// key in every process; "<hash> <owner hex> …" only the named owners'
+// (dispatch). So a release wakes the waiters that can now be granted, not
+// every waiter, each of which would run a decision transaction serialised on
+// the key's decision lock only to be refused. The statements below compute
+// the payload from the queue as it stands, with $3 (the releasing or
+// granted owner) and the hold being released ($3, $4) left out; NULL means
+// "notify nobody". At most maxWakeNames owners are named (a NOTIFY payload
+// is limited to 8000 bytes); past that the payload wakes every watcher.
+const maxWakeNames = 100
+
+// sqlRWWake: nobody while a writer still holds the key; the readers queued
+// before the first queued writer; that writer if no reader is queued before
+// it and no reader still holds; and every watcher if no writer is queued
+// (readers under reader preference wait without queueing). $6 is "<hash>".
+var sqlRWWake = `(WITH q AS (SELECT owner, mode, seq FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner <> $3),
+		w AS (SELECT min(seq) AS s FROM q WHERE mode = 2),
+		r AS (SELECT owner, seq FROM q WHERE seq < coalesce((SELECT s FROM w), 9223372036854775807))
+	SELECT CASE
+		WHEN EXISTS (SELECT 1 FROM {pheld} WHERE kind = $1 AND hash = $2 AND mode = 2 AND NOT (owner = $3 AND mode = $4)) THEN NULL
+		WHEN (SELECT s FROM w) IS NULL OR (SELECT count(*) FROM r) > ` + strconv.Itoa(maxWakeNames) + ` THEN $6::text
+		WHEN EXISTS (SELECT 1 FROM r) THEN $6::text || ' ' || (SELECT string_agg(encode(owner, 'hex'), ' ' ORDER BY seq) FROM r)
+		WHEN NOT EXISTS (SELECT 1 FROM {pheld} WHERE kind = $1 AND hash = $2 AND mode = 1 AND NOT (owner = $3 AND mode = $4))
+			THEN $6::text || ' ' || (SELECT encode(owner, 'hex') FROM q WHERE seq = (SELECT s FROM w))
+	END)`
+
+// semWake names the queued owners (other than $3) whose requests fit in
+// free permits (an SQL expression), in queue order, and at least the queue's
+// head; every watcher if nobody is queued (as on the other backends). A
+// release frees the permits it returns; a grant that leaves capacity to
+// spare frees what it leaves. A waiter that a grow of the limit would let
+// in hears of it at its next retry.
+func semWake(free string) string {
+	return `(SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner <> $3) THEN $6::text
+		ELSE $6::text || ' ' || (SELECT string_agg(encode(owner, 'hex'), ' ' ORDER BY seq)
+			FROM (SELECT owner, seq, sum(count) OVER (ORDER BY seq) AS run, row_number() OVER (ORDER BY seq) AS n
+				FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner <> $3) x
+			WHERE (run <= ` + free + ` OR n = 1) AND n <= ` + strconv.Itoa(maxWakeNames) + `) END)`
 }
 
 // AcquirePermits implements lockx.SemaphoreBackend in one transaction of
@@ -379,8 +425,10 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 			// A queued owner leaving with capacity to spare: the next queued
 			// requests may fit now.
 			second.Queue(b.names.expandPattern(`WITH q AS (DELETE FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner = $3 RETURNING 1)
-				SELECT CASE WHEN EXISTS (SELECT 1 FROM q) AND $4 THEN length(pg_notify($5::text, $6::text)::text) END::int8`),
-				kindSem, hash, owner, inUse+req.Count < req.Limit, b.names.channel, string(b.payload(hash)))
+				SELECT CASE WHEN EXISTS (SELECT 1 FROM q) AND $4::int8 > 0 AND t.p IS NOT NULL
+				THEN length(pg_notify($5::text, t.p)::text) END::int8
+				FROM (SELECT `+semWake("$4::int8")+` AS p) t`),
+				kindSem, hash, owner, req.Limit-inUse-req.Count, b.names.channel, string(b.payload(hash)))
 		}
 		second.Queue("COMMIT")
 		return c.SendBatch(ctx, second).Close()

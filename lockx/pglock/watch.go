@@ -85,7 +85,10 @@ func (b *Backend) wakeAll() {
 	}
 }
 
-// dispatch handles a notification: "<hash>" or "<hash> <head owner hex>".
+// dispatch handles a notification: "<hash>" (every watcher of the key),
+// "<hash> <head owner hex>" (the fair queue's head) or, from the read/write
+// lock and semaphore statements, "<hash> <owner hex> <owner hex> …" (the
+// waiters that can now be granted).
 func (b *Backend) dispatch(payload string) {
 	hs, head, _ := strings.Cut(payload, " ")
 	hash, err := strconv.ParseInt(hs, 10, 64)
@@ -94,5 +97,13 @@ func (b *Backend) dispatch(payload string) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.wakeLocked(hash, head)
+	if head == "" {
+		b.wakeLocked(hash, "")
+		return
+	}
+	for o := range strings.SplitSeq(head, " ") {
+		if o != "" {
+			b.wakeLocked(hash, o)
+		}
+	}
 }
