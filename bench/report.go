@@ -131,6 +131,8 @@ var sections = []section{
 			{mMax, "wait max ms", false}, {mFails, "failed calls", false}, colViol},
 		ratio: mRate, ratioHeader: "× raw (per run)",
 	},
+	rwTable,
+	semTable,
 }
 
 // values returns the metric key of every run that has it.

@@ -58,6 +58,7 @@ func Cases() []*Case {
 	cs = append(cs, redlockCases()...)
 	cs = append(cs, pgCases()...)
 	cs = append(cs, zkCases()...)
+	cs = append(cs, patternCases()...)
 	return cs
 }
 

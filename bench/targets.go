@@ -63,7 +63,7 @@ func med(r *Result, key string) float64 {
 	return median(r.values(key))
 }
 
-// evalTargets checks every target of issues 2, 3, 4 and 13 against the runs.
+// evalTargets checks every target of issues 2, 3, 4, 5 and 13 against the runs.
 func evalTargets(rs Results) []target {
 	var out []target
 	g64 := groupGoroutines(64)
@@ -197,7 +197,8 @@ func evalTargets(rs Results) []target {
 		}
 	}
 	out = append(out, pt)
-	return append(out, redlockTargets(rs)...)
+	out = append(out, redlockTargets(rs)...)
+	return append(out, patternTargets(rs)...)
 }
 
 // redlockTargets: issue 4's ≥ 1.2× redsync (5 pools) at each goroutine
