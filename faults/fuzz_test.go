@@ -23,6 +23,7 @@ var fuzzTargets = []fuzzTarget{
 	{"./lockx/", "FuzzOutcome"},
 	{"./middleware/", "FuzzParseFencingHeaders"},
 	{"./middleware/", "FuzzParseKey"},
+	{"./internal/lockxd/", "FuzzServeHTTP"},
 }
 
 // fuzzTime is how long each target is fuzzed: LOCKX_FUZZTIME (a duration)

@@ -98,3 +98,11 @@ func TestConformanceMemlock(t *testing.T) {
 	url := serve(t, memlock.New())
 	lockxtest.Run(t, func(t *testing.T) lockx.Backend { return client(t, url, "key-b") })
 }
+
+func redislockNew(rdb redis.UniversalClient, prefix string) lockx.Backend {
+	return redislock.New(rdb, redislock.WithPrefix(prefix))
+}
+
+func pglockNew(pool *pgxpool.Pool, namespace string) lockx.Backend {
+	return pglock.New(pool, pglock.WithNamespace(namespace))
+}
