@@ -133,6 +133,8 @@ var sections = []section{
 	},
 	rwTable,
 	semTable,
+	lockxdTable,
+	lockxdHotTable,
 }
 
 // values returns the metric key of every run that has it.

@@ -59,6 +59,7 @@ func Cases() []*Case {
 	cs = append(cs, pgCases()...)
 	cs = append(cs, zkCases()...)
 	cs = append(cs, patternCases()...)
+	cs = append(cs, lockxdCases()...)
 	return cs
 }
 

@@ -15,7 +15,6 @@ import (
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/httplock"
 	"github.com/lockx-go/lockx/lockx/lockxtest"
-	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/lockx/redislock"
 )
@@ -82,6 +81,7 @@ func backends() []backendCase {
 func TestConformance(t *testing.T) {
 	for _, bc := range backends() {
 		t.Run(bc.name, func(t *testing.T) {
+			t.Parallel()
 			url := serve(t, bc.new(t))
 			newBackend := func(t *testing.T) lockx.Backend { return client(t, url, "key-a") }
 			t.Run("Locks", func(t *testing.T) { lockxtest.Run(t, newBackend) })
@@ -90,13 +90,6 @@ func TestConformance(t *testing.T) {
 			t.Run("Semaphore", func(t *testing.T) { lockxtest.RunSemaphore(t, newBackend) })
 		})
 	}
-}
-
-// memlock behind lockxd: the quickest check of the client, and the one
-// without Redis or PostgreSQL.
-func TestConformanceMemlock(t *testing.T) {
-	url := serve(t, memlock.New())
-	lockxtest.Run(t, func(t *testing.T) lockx.Backend { return client(t, url, "key-b") })
 }
 
 func redislockNew(rdb redis.UniversalClient, prefix string) lockx.Backend {

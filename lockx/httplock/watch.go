@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/lockx-go/lockx/lockx"
 )
@@ -66,6 +68,7 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 	}
 	wake := make(chan struct{}, 1)
 	done := make(chan struct{})
+	var ended atomic.Bool
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
@@ -74,10 +77,24 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 		// Any end of the stream is a reason to look again: a wake-up, the
 		// server's timeout, or a broken connection.
 		_, _ = nextEvent(events)
+		ended.Store(true)
 		wake <- struct{}{}
 		_, _ = io.Copy(io.Discard, events) // reuse the connection after a clean end
 	}()
 	cancel := func() {
+		// After its last event the server ends the stream at once: let the
+		// reader finish it so the connection goes back to the pool, rather
+		// than cut it (and open a new one for the next watch).
+		if ended.Load() {
+			t := time.NewTimer(100 * time.Millisecond)
+			defer t.Stop()
+			select {
+			case <-done:
+				stop()
+				return
+			case <-t.C:
+			}
+		}
 		stop()
 		<-done
 	}
