@@ -1,7 +1,8 @@
 // Command lockxd is the optional lock service: one HTTP/JSON API over a
 // lockx backend (Redis, PostgreSQL, or in-memory for development), with API
 // keys bound to tenants, per-tenant namespaces, quotas and rate limits,
-// Prometheus-style metrics, a health endpoint and an OpenAPI document.
+// per-tenant OpenTelemetry metrics served in the Prometheus text format, a
+// health endpoint and an OpenAPI document. lockx/httplock is its Go client.
 //
 // See docs/lockxd.md.
 package main
@@ -117,6 +118,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	if err := hs.Shutdown(sctx); err != nil {
 		_ = hs.Close()
 	}
+	_ = srv.Close(sctx)
 	logger.Info("lockxd stopped")
 	return 0
 }

@@ -251,3 +251,10 @@ func (t *tenant) nameOrEmpty() string {
 	}
 	return t.name
 }
+
+// waitCount is the number of the tenant's long-polls and watch streams.
+func (t *tenant) waitCount() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.waiting
+}

@@ -16,7 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/lockx-go/lockx/internal/lockxd/wire"
 	"github.com/lockx-go/lockx/lockx"
@@ -42,9 +42,12 @@ type Config struct {
 	MaxWait  time.Duration // longest long-poll or watch stream (default 1m)
 	Tenants  []TenantConfig
 	Logger   *slog.Logger
-	// MeterProvider, if set, receives the same per-tenant metrics as OTel
-	// instruments (lockxd.requests, lockxd.request.duration, lockxd.held).
-	MeterProvider metric.MeterProvider
+	// Readers receive the server's per-tenant OTel metrics
+	// (lockxd.requests, lockxd.request.duration, lockxd.held,
+	// lockxd.waiting) besides GET /metrics, which always serves them: a
+	// PeriodicReader over any exporter, for a program that embeds the
+	// server. Close shuts them down.
+	Readers []sdkmetric.Reader
 }
 
 // Server is lockxd's HTTP handler over one backend. It keeps no lock state
@@ -75,10 +78,8 @@ func NewServer(b lockx.Backend, cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{b: b, cfg: cfg, auth: newAuthenticator(cfg.Tenants), mux: http.NewServeMux(), metrics: newMetrics(), log: cfg.Logger, closing: make(chan struct{}), routes: map[string]string{}}
-	if cfg.MeterProvider != nil {
-		s.metrics.otel(cfg.MeterProvider, s.auth)
-	}
+	s := &Server{b: b, cfg: cfg, auth: newAuthenticator(cfg.Tenants), mux: http.NewServeMux(), log: cfg.Logger, closing: make(chan struct{}), routes: map[string]string{}}
+	s.metrics = newMetrics(s.auth, cfg.Readers)
 	s.handle("GET", "/healthz", s.health)
 	s.handle("GET", "/metrics", s.serveMetrics)
 	s.handle("GET", "/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
@@ -129,6 +130,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	s.mux.ServeHTTP(w, r)
 }
+
+// Close shuts the server's metrics down, flushing Config.Readers. Call it
+// after the HTTP server has stopped.
+func (s *Server) Close(ctx context.Context) error { return s.metrics.mp.Shutdown(ctx) }
 
 // Shutdown makes health report draining and ends watch streams and
 // long-polls; it does not wait for them (http.Server.Shutdown does).

@@ -430,7 +430,9 @@ func TestServiceEndpoints(t *testing.T) {
 	}
 	call(t, ts, "key-a", "POST", "/v1/locks/try-acquire", `{"key":"m","lease_ms":30000}`)
 	m := call(t, ts, "", "GET", "/metrics", "")
-	for _, want := range []string{`lockxd_requests_total{tenant="a",kind="locks",op="try-acquire",status="200"} 1`, `lockxd_held{tenant="a"} 1`} {
+	for _, want := range []string{`lockxd_requests_total{kind="locks",op="try-acquire",status="200",tenant="a"} 1`, `lockxd_held{tenant="a"} 1`,
+		`# TYPE lockxd_request_duration_seconds histogram`, `lockxd_request_duration_seconds_bucket{kind="locks",op="try-acquire",tenant="a",le="+Inf"} 1`,
+		`lockxd_request_duration_seconds_count{kind="locks",op="try-acquire",tenant="a"} 1`, `lockxd_waiting{tenant="a"} 0`} {
 		if !strings.Contains(m.raw, want) {
 			t.Errorf("metrics lack %s:\n%s", want, m.raw)
 		}
@@ -451,8 +453,9 @@ func TestServiceEndpoints(t *testing.T) {
 
 func TestOTelMetrics(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	ts := httptest.NewServer(NewServer(memlock.New(), Config{Tenants: tenants(), MeterProvider: mp}))
+	srv := NewServer(memlock.New(), Config{Tenants: tenants(), Readers: []sdkmetric.Reader{reader}})
+	ts := httptest.NewServer(srv)
+	defer func() { _ = srv.Close(context.Background()) }()
 	defer ts.Close()
 	call(t, ts, "key-b", "POST", "/v1/locks/try-acquire", `{"key":"o","lease_ms":30000}`)
 	var rm metricdata.ResourceMetrics
