@@ -49,6 +49,22 @@ func (b *Backend) acquireTagged(ctx context.Context, e *entry, tag string, decid
 	}
 	b.mu.Lock()
 	hadNode := e.path != ""
+	if hadNode && !e.held && e.headGone {
+		// The head we waited right behind was deleted: ours is the lowest
+		// node now (sequence numbers only grow), no listing needed.
+		e.headGone = false
+		b.mu.Unlock()
+		return b.grant(e, start, req.Lease, e.token), nil
+	}
+	if hadNode && !e.held && e.pred != "" && b.armed[e.pred] && e.fair == req.Fair {
+		// The node we wait behind is still there (its watch has not fired),
+		// and nothing else can move us up: refused without a round trip.
+		// This is the Client's second attempt right after registering its
+		// wake-up, and every timer-driven retry.
+		b.armLocked(e, time.Now().Add(queueTTL))
+		b.mu.Unlock()
+		return lockx.Result{}, nil
+	}
 	b.mu.Unlock()
 	mine := escape(string(e.k.owner), false)
 	for look := 0; look < 4; look++ {
@@ -134,6 +150,13 @@ func (b *Backend) acquireTagged(ctx context.Context, e *entry, tag string, decid
 		}
 		if gone { // the watched node left between the listing and the watch
 			continue
+		}
+		if e.kind == kindLock && v.watch == 0 && idx == 1 {
+			b.mu.Lock()
+			if e.pred == e.dir+"/"+nodes[0].name {
+				e.headPred = true
+			}
+			b.mu.Unlock()
 		}
 		return b.refuse(e, req.Fair, queueTTL), nil
 	}

@@ -185,7 +185,9 @@ func (b *Backend) onEvent(ev zk.Event) {
 			b.onExpired()
 		}
 		b.debug("zklock: session state", "state", ev.State.String(), "server", ev.Server)
-	case zk.EventNodeDeleted, zk.EventNodeDataChanged, zk.EventNodeCreated, zk.EventNodeChildrenChanged, zk.EventNotWatching:
+	case zk.EventNodeDeleted:
+		b.onNodeEvent(ev.Path, true)
+	case zk.EventNodeDataChanged, zk.EventNodeCreated, zk.EventNodeChildrenChanged, zk.EventNotWatching:
 		b.onNode(ev.Path)
 	}
 }
@@ -299,13 +301,19 @@ func (b *Backend) wakeAllLocked() []chan struct{} {
 	return ws
 }
 
-// onNode wakes the waiters whose predecessor changed.
-func (b *Backend) onNode(path string) {
+// onNode wakes the waiters of a watched path that changed (or whose watch
+// ended): they look again.
+func (b *Backend) onNode(path string) { b.onNodeEvent(path, false) }
+
+// onNodeEvent is onNode; deleted reports the path's deletion, which makes
+// a plain waiter right behind the deleted head the lowest node.
+func (b *Backend) onNodeEvent(path string, deleted bool) {
 	b.mu.Lock()
 	delete(b.armed, path)
 	var ws []chan struct{}
 	for e := range b.watched[path] {
 		e.pred = ""
+		e.headGone = deleted && e.headPred
 		ws = append(ws, b.wakesLocked(e)...)
 	}
 	delete(b.watched, path)

@@ -65,6 +65,8 @@ type entry struct {
 	deadline time.Time // lease end (held) or queue deadline (waiting)
 	timer    *time.Timer
 	pred     string // the node (or, for semaphores, directory) watched for us
+	headPred bool   // pred was the lowest node and ours the next (plain locks)
+	headGone bool   // and pred has been deleted since: we are the lowest
 	loss     map[*lossReg]struct{}
 }
 
@@ -161,7 +163,7 @@ func (b *Backend) loseLocked(e *entry, orphan bool) []func() {
 	if orphan && e.path != "" {
 		b.orphans = append(b.orphans, e.path)
 	}
-	e.held, e.path, e.unknown = false, "", false
+	e.held, e.path, e.unknown, e.headGone = false, "", false, false
 	if e.timer != nil {
 		e.timer.Stop()
 	}
@@ -179,6 +181,7 @@ func (b *Backend) watchLocked(e *entry, p string) {
 	if e.pred == p {
 		return
 	}
+	e.headPred, e.headGone = false, false
 	b.unwatchLocked(e)
 	set := b.watched[p]
 	if set == nil {
