@@ -78,6 +78,7 @@ type run struct {
 	nodes    []*testenv.RedisServer // Redlock nodes
 	proxies  []*Proxy               // Redlock: A's way to each node
 	victim   *testenv.RedisServer   // a master to kill
+	zk       *testenv.ZooKeeper     // a ZooKeeper to restart
 	standby  *testenv.RedisServer   // its replica
 }
 
@@ -149,7 +150,7 @@ func pgVia(t *testing.T, u, addr string, params ...string) string {
 func redisArgs(addr string) []string { return []string{"-backend=redis", "-addr=" + addr} }
 
 func scenarios() []*scenario {
-	return []*scenario{
+	return append([]*scenario{
 		{
 			name: "holder-pause", backend: "Redis (single)", fault: "holder SIGSTOPped for longer than its lease, resumed after the next holder wrote",
 			handover: yes, lease: time.Second, bound: 8 * time.Second,
@@ -402,7 +403,7 @@ func scenarios() []*scenario {
 				waitRole(r.t, r.standby.Addr, "master", 40*time.Second)
 			},
 		},
-	}
+	}, zkScenarios()...)
 }
 
 // redlockSetup starts 5 independent nodes; with proxied, holder A reaches

@@ -95,9 +95,12 @@ const reportBody = `
 Two holders, A and B, run as separate OS processes (` + "`faults/internal/holder`" + `),
 so that they can be SIGSTOPped, resumed and killed; the lock servers are real
 redis-server processes started by ` + "`internal/testenv`" + ` (a private server,
-Sentinel group or Cluster per scenario) or the machine's PostgreSQL. Leases
+Sentinel group or Cluster per scenario), the machine's PostgreSQL, or a
+standalone ZooKeeper from ` + "`internal/testenv`" + ` (shared, or private where the
+server is restarted). Leases
 are 1 s on Redis (4 s for the short hang) and 2 s on PostgreSQL, renewed by
-the watchdog every third.
+the watchdog every third; ZooKeeper holders use a 1 s lease and a 1 s
+session timeout.
 The protected resource is a register — a PostgreSQL row that is never
 faulted — written twice per step, once fenced and once not.
 
@@ -154,6 +157,16 @@ tests use it in-process.
   idle_session_timeout = 1.5 s; in production tcp_keepalives_* or
   tcp_user_timeout, which default to hours — so the handover waits for the
   server, and fencing refused the cut-off holder's write.
+
+- **ZooKeeper hands over when the session expires, and the holder knows
+  first.** A paused holder stops heartbeating; the server expires its session
+  (1 s) and deletes its node, and the next waiter's watch fires about 1 s
+  after the pause began. A holder cut off by a blackhole notices the silence
+  after 2/3 of the session timeout and reports Lost a quarter of it later,
+  before the server can expire the session (the suite fails past 2 s). A
+  server killed and restarted keeps its sessions: the holder, which declared
+  its lock lost while disconnected, deletes its own node on reconnecting,
+  and the waiter gets a greater token (the zxid epoch moved on).
 
 ## Clock steps
 
@@ -237,6 +250,14 @@ the paused holder's write. A holder cut off from the server learns it
 when it ends the silent session itself. Tokens come from a durable sequence and never go
 back.
 
+**ZooKeeper.** A lock is a node of the holder's session: a crashed, paused
+or cut-off holder's lock is freed when the server expires its session
+(the session timeout), and the holder's own Backend declares it lost a
+quarter of the timeout after losing the connection — so a live holder is
+told before anyone else can be granted. A holder paused longer than the
+session wakes up to a lost lock, and only fencing stops its write. Tokens
+are czxids and rise across restarts.
+
 ## Not covered yet
 
 - Redlock: a clock jump on one node of the majority (Kleppmann's K2) and
@@ -248,4 +269,6 @@ back.
 - A PostgreSQL blackhole that the server notices only through TCP keepalives
   (the suite uses idle_session_timeout to keep the run short).
 - Fuzzing redislock's internal reply decoders and lockxd's protocol.
+- ZooKeeper ensembles (leader loss, a minority partition): the suite runs
+  one standalone server.
 `

@@ -35,6 +35,7 @@ import (
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/lockx/redislock"
+	"github.com/lockx-go/lockx/lockx/zklock"
 )
 
 // Event is one line of the holder's output.
@@ -67,7 +68,7 @@ func emit(e Event) {
 
 func main() {
 	var (
-		backend   = flag.String("backend", "redis", "redis, sentinel, cluster, quorum (Redlock) or pg")
+		backend   = flag.String("backend", "redis", "redis, sentinel, cluster, quorum (Redlock), pg or zk")
 		addr      = flag.String("addr", "", "Redis address (redis), or sentinel (sentinel) or node (cluster, quorum) addresses, comma-separated")
 		master    = flag.String("master", "", "Sentinel master name")
 		lockURL   = flag.String("lockpg", "", "PostgreSQL URL for pglock (pg)")
@@ -80,6 +81,7 @@ func main() {
 		rto       = flag.Duration("rto", 500*time.Millisecond, "Redis read/write timeout")
 		ack       = flag.Int("ack", 0, "redislock.WithReplicaAck replicas (0: off)")
 		healthInt = flag.Duration("health", 250*time.Millisecond, "pglock health interval")
+		zkSession = flag.Duration("zksession", time.Second, "ZooKeeper session timeout (zk)")
 	)
 	flag.Parse()
 	ctx := context.Background()
@@ -130,6 +132,12 @@ func main() {
 		}
 		b = pglock.New(pool, pglock.WithSessions(1), pglock.WithHealthInterval(*healthInt))
 		closers = append(closers, pool.Close)
+	case "zk":
+		zb, err := zklock.Dial(ctx, strings.Split(*addr, ","), zklock.WithSessionTimeout(*zkSession))
+		if err != nil {
+			fail(err)
+		}
+		b = zb
 	default:
 		fail(fmt.Errorf("unknown backend %q", *backend))
 	}
