@@ -8,6 +8,6 @@ import (
 )
 
 // newRedisBackend returns lockx's Redis backend over rdb.
-func newRedisBackend(rdb redis.UniversalClient) (lockx.Backend, error) {
-	return redislock.New(rdb), nil
+func newRedisBackend(rdb redis.UniversalClient, opts ...redislock.Option) (lockx.Backend, error) {
+	return redislock.New(rdb, opts...), nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/memlock"
+	"github.com/lockx-go/lockx/lockx/redislock"
 )
 
 // Locker is one lock library configured one way, as one process would use
@@ -238,12 +239,17 @@ type lockxLocker struct {
 // lockxRedisLib builds a lockx Client over the Redis backend; opts are
 // per-call options.
 func lockxRedisLib(try bool, opts ...lockx.Option) opener {
+	return lockxRedisLibWith(try, nil, opts...)
+}
+
+// lockxRedisLibWith is lockxRedisLib with redislock options.
+func lockxRedisLibWith(try bool, bopts []redislock.Option, opts ...lockx.Option) opener {
 	return func(ctx context.Context, e *Env, poolSize int) (Locker, error) {
 		rdb, err := e.Client(ctx, poolSize)
 		if err != nil {
 			return nil, err
 		}
-		b, err := newRedisBackend(rdb)
+		b, err := newRedisBackend(rdb, bopts...)
 		if err != nil {
 			rdb.Close()
 			return nil, err

@@ -47,6 +47,19 @@ var sections = []section{
 		ratio: mRate, ratioHeader: "× raw (per run)",
 	},
 	{
+		key:   batchSection,
+		title: "Batching: lockx against rueidislock and with batching off",
+		intro: "As the uncontended table (one process, a distinct key per goroutine, lockx with WithLease), with rueidislock, whose client pipelines every concurrent command over one connection (KeyMajority 1: one Redis key per lock, as lockx; it renews every lock in the background, as it always does; its own round trips are not counted), and lockx with redislock.WithAutoPipeline(false): every call its own round trip on a pooled connection.",
+		cols:  []col{colRate("pairs/s"), colP50, colP99, colRTT("round trips/pair"), colCmds("server cmds/pair"), colFail},
+		ratio: mRate, ratioHeader: "× raw (per run)",
+	},
+	{
+		key:   pairedSection,
+		title: "Paired latencies: two operations alternately in one goroutine",
+		intro: "One goroutine runs operation a, then b, then a …, timing each, so that whatever else loads the machine falls on both alike; a µs and b µs are the mean latencies, b/a their ratio (per run). Batching: the same acquire + release pair through a batched and an unbatched redislock Backend on one go-redis client. AcquireMany: Client.Acquire of one key against Client.AcquireMany of 10 keys (both WithLease; the time to acquire only, each released after it is timed and followed by a 200 µs pause on both sides, so that the set's concurrent releases have settled before the next timed acquire); key by key hides the backend's ManyAcquirer, so the Client takes the keys one after the other.",
+		cols:  []col{{mPairA, "a µs", true}, {mPairB, "b µs", true}, {mPairRatio, "b/a", true}, colFail},
+	},
+	{
 		key:   allocSection,
 		title: "Allocations per uncontended pair",
 		intro: "testing.Benchmark inside the command with ReportAllocs (what `go test -benchmem` reports), one goroutine, one key; every allocation of the process during the loop counts, including the library's background goroutines.",

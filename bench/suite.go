@@ -48,6 +48,7 @@ type Config struct {
 func Cases() []*Case {
 	var cs []*Case
 	cs = append(cs, uncontendedCases()...)
+	cs = append(cs, batchingCases()...)
 	cs = append(cs, allocCases()...)
 	cs = append(cs, hotKeyCases()...)
 	cs = append(cs, localFirstCases()...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,6 +56,7 @@ type hold struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	cause    error       // why the hold ended, once it has
+	onEnd    []*endWatch // called once with the cause when the hold ends (LockSets' member watches)
 	granted  time.Time   // start of the granted attempt
 	ended    atomic.Bool // HoldEnded reported
 }
@@ -110,13 +112,48 @@ func (h *hold) context() context.Context {
 // that cause. The first cause wins.
 func (h *hold) end(cause error) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.cause == nil {
+	first := h.cause == nil
+	if first {
 		h.cause = cause
 	}
 	if h.cancel != nil {
 		h.cancel(cause)
 	}
+	onEnd := h.onEnd
+	h.onEnd = nil
+	h.mu.Unlock()
+	if first {
+		for _, w := range onEnd {
+			w.f(cause)
+		}
+	}
+}
+
+// endWatch is one watchEnd arrangement.
+type endWatch struct{ f func(error) }
+
+// watchEnd arranges for f to be called once with the cause when the hold
+// ends (at once if it already has); unwatch cancels the arrangement. It is
+// cheaper than a context.AfterFunc on the lock's context, which would have
+// to be made first.
+func (h *hold) watchEnd(f func(error)) *endWatch {
+	w := &endWatch{f}
+	h.mu.Lock()
+	cause := h.cause
+	if cause == nil {
+		h.onEnd = append(h.onEnd, w)
+	}
+	h.mu.Unlock()
+	if cause != nil {
+		f(cause)
+	}
+	return w
+}
+
+func (h *hold) unwatch(w *endWatch) {
+	h.mu.Lock()
+	h.onEnd = slices.DeleteFunc(h.onEnd, func(x *endWatch) bool { return x == w })
+	h.mu.Unlock()
 }
 
 // armValidity starts the timer that declares the lock lost once its local

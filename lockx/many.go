@@ -63,7 +63,7 @@ type LockSet struct {
 	cancel   context.CancelCauseFunc
 	lost     chan struct{}
 	lostOnce sync.Once
-	stops    []func() bool
+	watches  []*endWatch // on the members' ends, by member
 	released atomic.Bool
 }
 
@@ -152,7 +152,7 @@ func (c *Client) acquireMany(ctx context.Context, keys []string, opts []Option, 
 }
 
 // acquireSequential takes the keys one by one in sorted order, sharing the
-// wait budget; on failure it releases what it took, in reverse order.
+// wait budget; on failure it releases what it took.
 func (c *Client) acquireSequential(ctx context.Context, sorted []string, opts []Option, cfg *config, wait bool) ([]*Lock, error) {
 	var budgetAt time.Time
 	if wait && cfg.wait > 0 {
@@ -259,30 +259,38 @@ func alignRenewals(locks []*Lock) {
 	}
 }
 
-// releaseAll releases locks in reverse order, best effort.
+// releaseAll releases every lock, best effort, all at once: the releases of
+// a set are independent, and concurrent calls share round trips on a
+// batching backend (redislock coalesces them into one pipeline), so a set
+// costs about one round trip to give back rather than one per key.
 func releaseAll(ctx context.Context, locks []*Lock) error {
 	rctx := context.WithoutCancel(ctx)
-	var errs []error
-	for i := len(locks) - 1; i >= 0; i-- {
-		if err := locks[i].Release(rctx); err != nil {
-			errs = append(errs, err)
-		}
+	if len(locks) == 0 {
+		return nil
 	}
+	errs := make([]error, len(locks))
+	var wg sync.WaitGroup
+	for i, l := range locks[1:] {
+		wg.Go(func() { errs[i+1] = l.Release(rctx) })
+	}
+	errs[0] = locks[0].Release(rctx)
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
 func newLockSet(ctx context.Context, owner Owner, locks []*Lock) *LockSet {
 	s := &LockSet{locks: locks, owner: owner, lost: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancelCause(ContextWithOwner(context.WithoutCancel(ctx), owner))
-	for _, l := range locks {
-		lctx := l.Context()
-		s.stops = append(s.stops, context.AfterFunc(lctx, func() { s.memberEnded(context.Cause(lctx)) }))
+	s.watches = make([]*endWatch, len(locks))
+	ended := s.memberEnded
+	for i, l := range locks {
+		s.watches[i] = l.h.watchEnd(ended)
 	}
 	return s
 }
 
-// memberEnded ends the set's context with the cause a member's context
-// ended with; a lost member also closes Lost.
+// memberEnded ends the set's context with the cause a member ended with; a
+// lost member also closes Lost.
 func (s *LockSet) memberEnded(cause error) {
 	if errors.Is(cause, ErrLost) {
 		s.cancel(ErrLost) // before Lost closes, so a reader woken by Lost sees the cause
@@ -368,16 +376,17 @@ func (s *LockSet) Context() context.Context {
 	return s.ctx
 }
 
-// Release releases every member, in reverse order of acquisition, and
-// cancels the set's context with ErrReleased. Every member is released even
+// Release releases every member, all at once (so a batching backend gives
+// the set back in about one round trip), and cancels the set's context with
+// ErrReleased. Every member is released even
 // if some fail; the errors are joined (a lost member's matches ErrLost).
 // Releasing a set twice returns ErrNotHeld.
 func (s *LockSet) Release(ctx context.Context) error {
 	if s == nil || !s.released.CompareAndSwap(false, true) {
 		return &KeyError{Op: "release many", Err: ErrNotHeld}
 	}
-	for _, stop := range s.stops {
-		stop()
+	for i, l := range s.locks {
+		l.h.unwatch(s.watches[i])
 	}
 	s.cancel(ErrReleased)
 	if ctx == nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -139,16 +140,38 @@ func (b *Backend) groupByTag(reqs []lockx.Request) [][]int {
 
 // manyArgs is the argument vector of acquire_many.lua for reqs[idx...]:
 // "evalsha", sha, numkeys, (lock, queue, queue data) per key, owner, leases.
+// The key names share one buffer and go in, like the leases, as pointers
+// (go-redis writes *string and *int64 as their values), so a set costs a
+// few allocations rather than several per key; the first key goes in as a
+// string, which routing by key needs.
 func manyArgs(b *Backend, reqs []lockx.Request, idx []int, owner string) []any {
-	args := make([]any, 0, 4+4*len(idx))
-	args = append(args, "evalsha", acquireManyScript.sha, 3*len(idx))
+	p := b.cfg.prefix
+	size := 0
 	for _, i := range idx {
-		lk, q, d, _ := b.keys(reqs[i].Key)
-		args = append(args, lk, q, d)
+		size += len(p) + len(reqs[i].Key) + len("#{#}") + len(":qd")
+	}
+	bs := make([]byte, 0, size)
+	names := make([]string, 3*len(idx))
+	ms := make([]int64, len(idx))
+	for j, i := range idx {
+		at := len(bs)
+		bs = appendBase(bs, p, reqs[i].Key)
+		n := len(bs) - at
+		bs = append(bs, ":qd"...)
+		// The bytes are never written again: strings over them are immutable.
+		all := unsafe.String(unsafe.SliceData(bs[at:]), len(bs)-at)
+		names[3*j], names[3*j+1], names[3*j+2] = all[:n], all[:n+2], all
+		ms[j] = millis(reqs[i].Lease)
+		bs = bs[len(bs):] // the next key starts a fresh region of the buffer
+	}
+	args := make([]any, 0, 4+4*len(idx))
+	args = append(args, "evalsha", acquireManyScript.sha, 3*len(idx), names[0])
+	for k := 1; k < len(names); k++ {
+		args = append(args, &names[k])
 	}
 	args = append(args, owner)
-	for _, i := range idx {
-		args = append(args, millis(reqs[i].Lease))
+	for j := range ms {
+		args = append(args, &ms[j])
 	}
 	return args
 }

@@ -8,13 +8,21 @@
 -- token (> 0) per key; otherwise nothing is granted and the reply per key is
 -- 0 if it could have been taken, or -1 - the holder's remaining lease in ms
 -- (-1 for a free key that live fair waiters hold back for their head).
+-- The locks are read with one MGET and the queues checked with one EXISTS,
+-- and keys granted in one go share the encoding of their token (the server
+-- clock) unless a previous token pushes one past it: the script's cost is
+-- one SET per key beyond a single acquire's.
 local owner, n = ARGV[1], #KEYS / 3
+local lks, qs = {}, {}
+for i = 1, n do
+  lks[i], qs[i] = KEYS[3 * i - 2], KEYS[3 * i - 1]
+end
+local vals = redis.call('MGET', unpack(lks))
+local queued = redis.call('EXISTS', unpack(qs)) > 0
 local prev, mine, out = {}, {}, {}
 local refused, now = false, nil
 for i = 1, n do
-  local lk, q, d = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
-  local v = redis.call('GET', lk)
-  local holder = false
+  local v, holder = vals[i], false
   out[i] = 0
   if v and #v >= 8 then
     local p = 0
@@ -29,23 +37,27 @@ for i = 1, n do
   if holder == owner then
     mine[i] = true
   elseif holder then
-    local ttl = redis.call('PTTL', lk)
+    local ttl = redis.call('PTTL', lks[i])
     if ttl < 0 then ttl = 0 end
     out[i], refused = -1 - ttl, true
-  elseif redis.call('EXISTS', q) == 1 then
+  elseif queued and redis.call('EXISTS', qs[i]) == 1 then
     now = now or now_us()
-    if queue_head(q, d, math.floor(now / 1000)) then out[i], refused = -1, true end
+    if queue_head(qs[i], KEYS[3 * i], math.floor(now / 1000)) then out[i], refused = -1, true end
   end
 end
 if refused then return out end
 now = now or now_us()
+local enc_tok, enc = nil, nil
 for i = 1, n do
-  local lk = KEYS[3 * i - 2]
   if mine[i] then
-    redis.call('PEXPIRE', lk, ARGV[i + 1])
+    redis.call('PEXPIRE', lks[i], ARGV[i + 1])
     out[i] = prev[i]
   else
-    out[i] = put_lock(lk, owner, prev[i], now, ARGV[i + 1])
+    local tok = now
+    if prev[i] and prev[i] >= tok then tok = prev[i] + 1 end
+    if tok ~= enc_tok then enc_tok, enc = tok, token_bytes(tok) end
+    redis.call('SET', lks[i], owner .. enc, 'PX', ARGV[i + 1])
+    out[i] = tok
   end
 end
 return out

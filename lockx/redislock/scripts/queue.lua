@@ -34,6 +34,17 @@ local function wake_msg(owner, lk)
   return string.len(owner) .. ':' .. owner .. lk
 end
 
+-- token_bytes returns tok as the 8-byte big-endian integer the lock value
+-- ends with.
+local function token_bytes(tok)
+  local b, n = {}, tok
+  for i = 8, 1, -1 do
+    b[i] = n % 256
+    n = math.floor(n / 256)
+  end
+  return string.char(unpack(b))
+end
+
 -- put_lock writes lk for owner with a fencing token one past prev (the key's
 -- previous token, or nil) or the server clock in µs, whichever is larger,
 -- and a lease of px ms. It returns the token, or nil above 2^53.
@@ -41,12 +52,7 @@ local function put_lock(lk, owner, prev, now, px)
   local tok = now
   if prev and prev >= tok then tok = prev + 1 end
   if tok > 9007199254740991 then return nil end
-  local b, n = {}, tok
-  for i = 8, 1, -1 do
-    b[i] = n % 256
-    n = math.floor(n / 256)
-  end
-  redis.call('SET', lk, owner .. string.char(unpack(b)), 'PX', px)
+  redis.call('SET', lk, owner .. token_bytes(tok), 'PX', px)
   return tok
 end
 

@@ -1,0 +1,247 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/redis/rueidis/rueidislock"
+
+	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/redislock"
+)
+
+// Batching (issue 17): lockx's coalescing of concurrent calls against the
+// peer that pipelines everything (rueidislock), lockx with batching off, and
+// raw go-redis; then paired latencies, measured alternately in one goroutine
+// so that load on the machine falls on both sides alike.
+const (
+	batchSection      = "batching"
+	pairedSection     = "paired"
+	nameRueidis       = "rueidislock WithContext + cancel (1 key per lock, KeyMajority 1)"
+	nameLockxBatched  = "lockx Acquire + Release, batched (default)"
+	nameLockxUnbatch  = "lockx Acquire + Release, WithAutoPipeline(false)"
+	namePairedBatch   = "Acquire + Release: batched (default) vs WithAutoPipeline(false)"
+	namePairedMany    = "AcquireMany of 10 keys (one script) vs Acquire of 1 key; acquire only"
+	namePairedManySeq = "AcquireMany of 10 keys key by key (no ManyAcquirer) vs Acquire of 1 key; acquire only"
+	manyKeys          = 10
+	settle            = 200 * time.Microsecond
+	// Paired metrics: mean µs per operation of the baseline side (a) and of
+	// the measured side (b), and b/a.
+	mPairA     = "a µs"
+	mPairB     = "b µs"
+	mPairRatio = "b/a"
+)
+
+// batchGoroutines are the goroutine counts of the batching table: the
+// issue's 1 and 64.
+var batchGoroutines = []int{1, 64}
+
+func batchingCases() []*Case {
+	lease := lockx.WithLease(benchLease)
+	libs := []pairLib{
+		{name: nameRaw, open: rawLib(time.Millisecond), remote: true, quick: true},
+		{name: nameRueidis, open: rueidisLib(1), quick: true},
+		{name: nameLockxBatched, open: lockxRedisLib(false, lease), remote: true, quick: true},
+		{name: nameLockxUnbatch, open: lockxRedisLibWith(false, []redislock.Option{redislock.WithAutoPipeline(false)}, lease), remote: true},
+	}
+	var cs []*Case
+	for _, n := range batchGoroutines {
+		for i, l := range libs {
+			cs = append(cs, &Case{
+				Section: batchSection, Group: groupGoroutines(n), Name: l.name, Baseline: i == 0,
+				Quick: l.quick,
+				Run: func(ctx context.Context, e *Env, p Params) (Sample, error) {
+					return runPairs(ctx, e, p, l, n)
+				},
+			})
+		}
+	}
+	paired := []struct {
+		name  string
+		run   func(ctx context.Context, e *Env, p Params) (Sample, error)
+		quick bool
+	}{
+		{namePairedBatch, runPairedBatching, true},
+		{namePairedMany, func(ctx context.Context, e *Env, p Params) (Sample, error) { return runPairedMany(ctx, e, p, false) }, true},
+		{namePairedManySeq, func(ctx context.Context, e *Env, p Params) (Sample, error) { return runPairedMany(ctx, e, p, true) }, false},
+	}
+	for _, pc := range paired {
+		cs = append(cs, &Case{Section: pairedSection, Group: "1 goroutine", Name: pc.name, Quick: pc.quick, Run: pc.run})
+	}
+	return cs
+}
+
+// --- github.com/redis/rueidis/rueidislock ---------------------------------
+
+// rueidisLocker is rueidislock as its README uses it: a lock is the context
+// WithContext returns, released by its cancel (which waits for the delete).
+// It has its own client (rueidis pipelines every concurrent command over
+// one connection) and extends every lock in the background, as it always
+// does; its round trips do not pass the go-redis hook and are not counted.
+type rueidisLocker struct{ l rueidislock.Locker }
+
+func rueidisLib(majority int32) opener {
+	return func(ctx context.Context, e *Env, poolSize int) (Locker, error) {
+		addr, err := e.Addr(ctx)
+		if err != nil {
+			return nil, err
+		}
+		l, err := rueidislock.NewLocker(rueidislock.LockerOption{
+			ClientOption: rueidis.ClientOption{InitAddress: []string{addr}},
+			KeyMajority:  majority,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &rueidisLocker{l: l}, nil
+	}
+}
+
+func (r *rueidisLocker) Pair(ctx context.Context, key string) error {
+	_, cancel, err := r.l.WithContext(ctx, key)
+	if err != nil {
+		return err
+	}
+	cancel()
+	return nil
+}
+
+func (r *rueidisLocker) Lock(ctx context.Context, key string) (func(context.Context) error, error) {
+	_, cancel, err := r.l.WithContext(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return func(context.Context) error { cancel(); return nil }, nil
+}
+
+func (r *rueidisLocker) Close() error { r.l.Close(); return nil }
+
+// noMany hides every capability of a Backend but the Backend methods, so
+// AcquireMany takes the keys one by one.
+type noMany struct{ lockx.Backend }
+
+// --- paired latencies --------------------------------------------------------
+
+// pairedTally sums the two sides' latencies while the window is open.
+type pairedTally struct {
+	sum [2]time.Duration
+	n   [2]int64
+}
+
+// runPaired runs a then b alternately in one goroutine (each timed by the
+// function itself, which returns the time to count) and reports the mean of
+// each side and their ratio, so the comparison is immune to the machine's
+// load moving between two cases.
+func runPaired(ctx context.Context, p Params, a, b func(ctx context.Context) (time.Duration, error)) (Sample, error) {
+	var tally pairedTally
+	var first error
+	s := drive(ctx, p, 1, func(ctx context.Context, w int, r *recorder) {
+		t := time.Now()
+		for side, f := range [2]func(context.Context) (time.Duration, error){a, b} {
+			d, err := f(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					r.fail()
+					if first == nil {
+						first = err
+					}
+				}
+				return
+			}
+			if r.open.Load() {
+				tally.sum[side] += d
+				tally.n[side]++
+			}
+		}
+		r.ok(time.Since(t))
+	})
+	if tally.n[0] == 0 || tally.n[1] == 0 {
+		return nil, fmt.Errorf("bench: paired case made no measurement: %v", first)
+	}
+	ma := float64(tally.sum[0].Microseconds()) / float64(tally.n[0])
+	mb := float64(tally.sum[1].Microseconds()) / float64(tally.n[1])
+	return Sample{mPairA: ma, mPairB: mb, mPairRatio: mb / ma, mFails: s[mFails]}, nil
+}
+
+// pairOp times one acquire + release pair of lk.
+func pairOp(lk Locker, key string) func(ctx context.Context) (time.Duration, error) {
+	return func(ctx context.Context) (time.Duration, error) {
+		t := time.Now()
+		err := lk.Pair(ctx, key)
+		return time.Since(t), err
+	}
+}
+
+// runPairedBatching: the same pair through a batched and an unbatched
+// Backend on one go-redis client, alternately: what batching costs a lone
+// caller.
+func runPairedBatching(ctx context.Context, e *Env, p Params) (Sample, error) {
+	rdb, err := e.Client(ctx, PoolSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rdb.Close()
+	lease := lockx.WithLease(benchLease)
+	unbatched := &lockxLocker{c: lockx.New(redislock.New(rdb, redislock.WithAutoPipeline(false))), opts: []lockx.Option{lease}}
+	batched := &lockxLocker{c: lockx.New(redislock.New(rdb)), opts: []lockx.Option{lease}}
+	defer unbatched.Close()
+	defer batched.Close()
+	return runPaired(ctx, p, pairOp(unbatched, "p:u"), pairOp(batched, "p:b"))
+}
+
+// runPairedMany: Acquire of one key against AcquireMany of manyKeys keys on
+// the same Client (each released after it is timed), alternately. With seq
+// the backend hides its ManyAcquirer, so AcquireMany goes key by key.
+func runPairedMany(ctx context.Context, e *Env, p Params, seq bool) (Sample, error) {
+	rdb, err := e.Client(ctx, PoolSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rdb.Close()
+	var b lockx.Backend = redislock.New(rdb)
+	if seq {
+		b = noMany{b}
+	}
+	c := lockx.New(b, lockx.WithLease(benchLease))
+	defer c.Close()
+	keys := make([]string, manyKeys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("m:%d", i)
+	}
+	one := timedAcquire(func(ctx context.Context) (func(context.Context) error, error) {
+		l, err := c.Acquire(ctx, "s:0")
+		if err != nil {
+			return nil, err
+		}
+		return l.Release, nil
+	})
+	many := timedAcquire(func(ctx context.Context) (func(context.Context) error, error) {
+		s, err := c.AcquireMany(ctx, keys)
+		if err != nil {
+			return nil, err
+		}
+		return s.Release, nil
+	})
+	return runPaired(ctx, p, one, many)
+}
+
+// timedAcquire times acquire, then releases what it took and pauses for
+// settle (on both sides of a pair alike), so that what a release leaves
+// running (the autopipeliner's goroutines after a set's concurrent
+// releases) has ended before the next timed acquire: the comparison is of
+// acquires on a quiet client.
+func timedAcquire(acquire func(ctx context.Context) (func(context.Context) error, error)) func(ctx context.Context) (time.Duration, error) {
+	return func(ctx context.Context) (time.Duration, error) {
+		t := time.Now()
+		release, err := acquire(ctx)
+		d := time.Since(t)
+		if err != nil {
+			return 0, err
+		}
+		err = release(ctx)
+		time.Sleep(settle)
+		return d, err
+	}
+}
