@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -27,8 +28,9 @@ const (
 	namePairedManySeq = "AcquireMany of 10 keys key by key (no ManyAcquirer) vs Acquire of 1 key; acquire only"
 	manyKeys          = 10
 	settle            = 200 * time.Microsecond
-	// Paired metrics: mean µs per operation of the baseline side (a) and of
-	// the measured side (b), and b/a.
+	// Paired metrics: median µs per operation of the baseline side (a) and
+	// of the measured side (b) (with " mean" appended: the means), and the
+	// ratio of the medians, b/a.
 	mPairA     = "a µs"
 	mPairB     = "b µs"
 	mPairRatio = "b/a"
@@ -124,24 +126,20 @@ type noMany struct{ lockx.Backend }
 
 // --- paired latencies --------------------------------------------------------
 
-// pairedTally sums the two sides' latencies while the window is open.
-type pairedTally struct {
-	sum [2]time.Duration
-	n   [2]int64
-}
-
 // runPaired runs a then b alternately in one goroutine (each timed by the
-// function itself, which returns the time to count) and reports the mean of
-// each side and their ratio, so the comparison is immune to the machine's
-// load moving between two cases.
+// function itself, which returns the time to count) and reports each
+// side's median and mean latency and the ratio of the medians (b/a), so
+// the comparison is immune to the machine's load moving between two cases,
+// and the median to the preemptions a loaded machine adds to a few calls.
 func runPaired(ctx context.Context, p Params, a, b func(ctx context.Context) (time.Duration, error)) (Sample, error) {
-	var tally pairedTally
+	var lat [2][]time.Duration
 	var first error
 	s := drive(ctx, p, 1, func(ctx context.Context, w int, r *recorder) {
 		t := time.Now()
+		var d [2]time.Duration
 		for side, f := range [2]func(context.Context) (time.Duration, error){a, b} {
-			d, err := f(ctx)
-			if err != nil {
+			var err error
+			if d[side], err = f(ctx); err != nil {
 				if ctx.Err() == nil {
 					r.fail()
 					if first == nil {
@@ -150,19 +148,28 @@ func runPaired(ctx context.Context, p Params, a, b func(ctx context.Context) (ti
 				}
 				return
 			}
-			if r.open.Load() {
-				tally.sum[side] += d
-				tally.n[side]++
-			}
+		}
+		if r.open.Load() {
+			lat[0], lat[1] = append(lat[0], d[0]), append(lat[1], d[1])
 		}
 		r.ok(time.Since(t))
 	})
-	if tally.n[0] == 0 || tally.n[1] == 0 {
+	if len(lat[0]) == 0 {
 		return nil, fmt.Errorf("bench: paired case made no measurement: %v", first)
 	}
-	ma := float64(tally.sum[0].Microseconds()) / float64(tally.n[0])
-	mb := float64(tally.sum[1].Microseconds()) / float64(tally.n[1])
-	return Sample{mPairA: ma, mPairB: mb, mPairRatio: mb / ma, mFails: s[mFails]}, nil
+	out := Sample{mFails: s[mFails]}
+	for side, key := range [2]string{mPairA, mPairB} {
+		v := lat[side]
+		slices.Sort(v)
+		var sum time.Duration
+		for _, d := range v {
+			sum += d
+		}
+		out[key] = float64(v[len(v)/2].Nanoseconds()) / 1e3
+		out[key+" mean"] = float64(sum.Nanoseconds()) / 1e3 / float64(len(v))
+	}
+	out[mPairRatio] = out[mPairB] / out[mPairA]
+	return out, nil
 }
 
 // pairOp times one acquire + release pair of lk.

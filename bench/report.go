@@ -56,8 +56,8 @@ var sections = []section{
 	{
 		key:   pairedSection,
 		title: "Paired latencies: two operations alternately in one goroutine",
-		intro: "One goroutine runs operation a, then b, then a …, timing each, so that whatever else loads the machine falls on both alike; a µs and b µs are the mean latencies, b/a their ratio (per run). Batching: the same acquire + release pair through a batched and an unbatched redislock Backend on one go-redis client. AcquireMany: Client.Acquire of one key against Client.AcquireMany of 10 keys (both WithLease; the time to acquire only, each released after it is timed and followed by a 200 µs pause on both sides, so that the set's concurrent releases have settled before the next timed acquire); key by key hides the backend's ManyAcquirer, so the Client takes the keys one after the other.",
-		cols:  []col{{mPairA, "a µs", true}, {mPairB, "b µs", true}, {mPairRatio, "b/a", true}, colFail},
+		intro: "One goroutine runs operation a, then b, then a …, timing each, so that whatever else loads the machine falls on both alike; a and b are their median and mean latencies, b/a the ratio of the medians (per run; the median, because on a loaded machine a few calls preempted for milliseconds move a mean). Batching: the same acquire + release pair through a batched and an unbatched redislock Backend on one go-redis client. AcquireMany: Client.Acquire of one key against Client.AcquireMany of 10 keys (both WithLease; the time to acquire only, each released after it is timed and followed by a 200 µs pause on both sides, so that the set's concurrent releases have settled before the next timed acquire); key by key hides the backend's ManyAcquirer, so the Client takes the keys one after the other.",
+		cols:  []col{{mPairA, "a p50 µs", true}, {mPairB, "b p50 µs", true}, {mPairRatio, "b/a (p50)", true}, {mPairA + " mean", "a mean µs", false}, {mPairB + " mean", "b mean µs", false}, colFail},
 	},
 	{
 		key:   allocSection,

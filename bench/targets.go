@@ -174,6 +174,8 @@ func evalTargets(rs Results) []target {
 	}
 	out = append(out, mt)
 
+	out = append(out, batchingTargets(rs)...)
+
 	// PostgreSQL (issue 3).
 	g32 := groupGoroutines(pgUncontendedNs)
 	pgLx := rs.find(pgSection, g32, namePGLockx)
@@ -249,4 +251,62 @@ func bestPerRun(rs []*Result) *Result {
 		}
 	}
 	return best
+}
+
+// batchingTargets checks issue 17's targets: the batching table, the
+// paired latencies and the watchdog's round trips.
+func batchingTargets(rs Results) []target {
+	g64 := groupGoroutines(64)
+	lx := rs.find(batchSection, g64, nameLockxBatched)
+	rue := rs.find(batchSection, g64, nameRueidis)
+	raw := rs.find(batchSection, g64, nameRaw)
+	unb := rs.find(batchSection, g64, nameLockxUnbatch)
+	why := func(float64) string {
+		return fmt.Sprintf("lockx %s pairs/s with %s server commands per pair (fencing token, tombstone, fair-queue checks), rueidislock %s, raw %s, lockx unbatched %s; client and Redis share 2 cores",
+			num(med(lx, mRate)), num(med(lx, mCmds)), num(med(rue, mRate)), num(med(raw, mRate)), num(med(unb, mRate)))
+	}
+	out := []target{
+		ratioTarget("17", "uncontended, 64 goroutines: lockx (batched) ≥ 1.0× rueidislock (one key per lock)", lx, rue, mRate, 1.0, why),
+		ratioTarget("17", "uncontended, 64 goroutines: lockx (batched) ≥ 1.8× raw go-redis", lx, raw, mRate, 1.8, why),
+		pairedTarget("17", "1 goroutine: batched pair latency (p50) within 5 % of unbatched (paired)", rs.find(pairedSection, "1 goroutine", namePairedBatch), 1.05),
+		pairedTarget("17", "AcquireMany of 10 keys: latency (p50) ≤ 1.5× a single Acquire (paired)", rs.find(pairedSection, "1 goroutine", namePairedMany), 1.5),
+	}
+
+	wt := target{issue: "17", text: "10,000 held locks, watchdog on: ≤ 1 round trip per node per 100 locks per renewal period"}
+	wd := rs.find(watchdogSection, fmt.Sprintf("%d held locks", watchdogLocks), fmt.Sprintf("lockx, 10,000 locks with WithWatchdog(%v)", watchdogLease))
+	if v, owed := med(wd, "rtt/s"), med(wd, "renewals/s owed"); math.IsNaN(v) || math.IsNaN(owed) || owed == 0 {
+		wt.status, wt.detail = statusNA, skipReason(wd)
+	} else {
+		per100 := v / owed * 100 // round trips per 100 renewals, one node
+		wt.detail = fmt.Sprintf("%s round trips per 100 renewals (%s round trips/s for %s renewals/s owed, one node); Redis CPU %s %% of a core, client %s %%",
+			num(per100), num(v), num(owed), num(med(wd, "redis cpu%")), num(med(wd, "client cpu%")))
+		if per100 <= 1 {
+			wt.status = statusMet
+		} else {
+			wt.status = missed(num(per100), "renewal batches split")
+		}
+	}
+	return append(out, wt)
+}
+
+// pairedTarget checks the median over runs of a paired case's b/a ≤ want.
+func pairedTarget(issue, text string, r *Result, want float64) target {
+	t := target{issue: issue, text: text}
+	v := []float64(nil)
+	if r != nil {
+		v = r.values(mPairRatio)
+	}
+	if len(v) == 0 {
+		t.status, t.detail = statusNA, skipReason(r)
+		return t
+	}
+	got := median(v)
+	t.detail = fmt.Sprintf("%s× of the medians (runs %s–%s); p50 %s µs vs %s µs, means %s vs %s µs (%s)", num(got), num(slices.Min(v)), num(slices.Max(v)),
+		num(med(r, mPairB)), num(med(r, mPairA)), num(med(r, mPairB+" mean")), num(med(r, mPairA+" mean")), r.Case.Name)
+	if got <= want {
+		t.status = statusMet
+	} else {
+		t.status = missed(num(got)+"×", "see docs/backends.md, Redis: batching")
+	}
+	return t
 }
