@@ -89,5 +89,8 @@
 // While several goroutines call at once, their scripts go out together
 // through the client's autopipeliner (WithAutoPipeline), so throughput under
 // concurrency is bounded by Redis's script execution rather than by system
-// calls; a lone call is sent directly.
+// calls; a lone call is sent directly. Backend.AcquireMany takes a set of
+// keys in one script call per node (lockx's ManyAcquirer, behind
+// Client.AcquireMany), and the watchdog renews every due lock in one
+// pipeline per node.
 package redislock

@@ -95,3 +95,31 @@ func Example_do() {
 	// updating stock
 	// done: <nil>
 }
+
+// A set of keys in one script call: Client.AcquireMany asks the Backend's
+// AcquireMany for the whole set, all or nothing, each key with its own
+// fencing token.
+func ExampleBackend_AcquireMany() {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+	defer rdb.Close()
+	locks := lockx.New(redislock.New(rdb, examplePrefix()), lockx.WithLease(10*time.Second))
+	defer locks.Close()
+
+	ctx := context.Background()
+	set, err := locks.AcquireMany(ctx, []string{"account:7", "account:3"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("held:", set.Keys(), "tokens issued:", set.Token("account:3") > 0 && set.Token("account:7") > 0)
+
+	// Another caller wanting an overlapping set gets none of it.
+	_, err = locks.TryAcquireMany(ctx, []string{"account:3", "account:9"})
+	fmt.Println("overlapping set:", errors.Is(err, lockx.ErrNotAcquired))
+
+	fmt.Println("release:", set.Release(ctx))
+	// Output:
+	// held: [account:3 account:7] tokens issued: true
+	// overlapping set: true
+	// release: <nil>
+}
