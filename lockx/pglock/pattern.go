@@ -97,17 +97,27 @@ func (b *Backend) patternTx(ctx context.Context, op string, kind int, key string
 }
 
 // The fixed head of a decision: take the key's decision lock, then drop
-// its expired holds and queue entries.
+// its expired holds and queue entries. Read-side decisions of a read/write
+// lock (a reader's acquisition and release) take it shared: they never
+// conflict with one another, only with writers, so readers of one key decide
+// side by side instead of one transaction at a time, while every write-side
+// decision still runs alone.
 const (
-	sqlDecide = `SELECT pg_advisory_xact_lock($1)`
-	sqlPurge  = `WITH a AS (DELETE FROM {pheld} WHERE kind = $1 AND hash = $2 AND expires <= clock_timestamp()),
+	sqlDecide       = `SELECT pg_advisory_xact_lock($1)`
+	sqlDecideShared = `SELECT pg_advisory_xact_lock_shared($1)`
+	sqlPurge        = `WITH a AS (DELETE FROM {pheld} WHERE kind = $1 AND hash = $2 AND expires <= clock_timestamp()),
 		b AS (DELETE FROM {pqueue} WHERE kind = $1 AND hash = $2 AND expires <= clock_timestamp())
 		SELECT 1`
 )
 
-// head queues the decision lock and purge of a key on batch.
-func (b *Backend) head(batch *pgx.Batch, kind int, hash, lock int64) {
-	batch.Queue(sqlDecide, lock)
+// head queues the decision lock (shared for a read-side decision) and the
+// purge of a key on batch.
+func (b *Backend) head(batch *pgx.Batch, kind int, hash, lock int64, shared bool) {
+	if shared {
+		batch.Queue(sqlDecideShared, lock)
+	} else {
+		batch.Queue(sqlDecide, lock)
+	}
 	batch.Queue(b.names.expandPattern(sqlPurge), kind, hash)
 }
 
@@ -173,7 +183,7 @@ func (b *Backend) AcquireRW(ctx context.Context, mode lockx.RWMode, req lockx.Re
 		var headOther, writerAhead bool
 		first := &pgx.Batch{}
 		first.Queue("BEGIN")
-		b.head(first, kindRW, hash, lock)
+		b.head(first, kindRW, hash, lock, mode == lockx.ModeRead)
 		first.Queue(b.names.expandPattern(sqlRWState), kindRW, hash, owner).QueryRow(func(row pgx.Row) error {
 			return row.Scan(&mine, &otherW, &otherR, &wttl, &rttl, &headOther, &writerAhead)
 		})
@@ -294,20 +304,33 @@ func (b *Backend) releasePattern(ctx context.Context, op string, kind int, key s
 	if kind == kindSem {
 		targets = semWake("(SELECT coalesce(sum(count), 0) FROM d)")
 	}
+	shared := kind == kindRW && m == rowRead
+	idle := sqlIdle
+	if shared {
+		// A concurrent reader's acquisition (under the shared lock too) may
+		// be about to record its hold with the read epoch: forget the epoch
+		// only when no other decision is in flight.
+		idle += ` AND pg_try_advisory_xact_lock($3)`
+	}
 	err := b.patternTx(ctx, op, kind, key, func(c *pgx.Conn, hash, lock int64) error {
 		batch := &pgx.Batch{}
-		b.head(batch, kind, hash, lock)
-		batch.Queue(b.names.expandPattern(`WITH d AS (DELETE FROM {pheld} WHERE kind = $1 AND hash = $2 AND owner = $3 AND mode = $4 RETURNING count),
+		b.head(batch, kind, hash, lock, shared)
+		batch.Queue(b.names.expandPattern(`WITH al AS MATERIALIZED (SELECT pg_try_advisory_xact_lock($7::int8) AS alone),
+			d AS (DELETE FROM {pheld} WHERE kind = $1 AND hash = $2 AND owner = $3 AND mode = $4 RETURNING count),
 			q AS (DELETE FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner = $3 RETURNING 1)
 			SELECT (SELECT count(*) FROM d),
 				CASE WHEN (EXISTS (SELECT 1 FROM d) OR EXISTS (SELECT 1 FROM q)) AND t.p IS NOT NULL
 				THEN length(pg_notify($5::text, t.p)::text) END::int8
 			FROM (SELECT `+targets+` AS p) t`),
-			kind, hash, []byte(owner), m, b.names.channel, string(b.payload(hash))).QueryRow(func(row pgx.Row) error {
+			kind, hash, []byte(owner), m, b.names.channel, string(b.payload(hash)), lock).QueryRow(func(row pgx.Row) error {
 			var n *int64
 			return row.Scan(&held, &n)
 		})
-		batch.Queue(b.names.expandPattern(sqlIdle), kind, hash)
+		if shared {
+			batch.Queue(b.names.expandPattern(idle), kind, hash, lock)
+		} else {
+			batch.Queue(b.names.expandPattern(idle), kind, hash)
+		}
 		return c.SendBatch(ctx, batch).Close()
 	})
 	if err != nil {
@@ -334,6 +357,11 @@ const maxWakeNames = 100
 // before the first queued writer; that writer if no reader is queued before
 // it and no reader still holds; and every watcher if no writer is queued
 // (readers under reader preference wait without queueing). $6 is "<hash>".
+// A reader's release decides under the shared decision lock, beside other
+// readers' decisions whose changes it cannot see: unless it is alone (al:
+// it could take the decision lock exclusively), it wakes the queued writer
+// even if other readers seem to hold, so that the last two readers leaving
+// together cannot each leave the wake-up to the other.
 var sqlRWWake = `(WITH q AS (SELECT owner, mode, seq FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner <> $3),
 		w AS (SELECT min(seq) AS s FROM q WHERE mode = 2),
 		r AS (SELECT owner, seq FROM q WHERE seq < coalesce((SELECT s FROM w), 9223372036854775807))
@@ -341,7 +369,8 @@ var sqlRWWake = `(WITH q AS (SELECT owner, mode, seq FROM {pqueue} WHERE kind = 
 		WHEN EXISTS (SELECT 1 FROM {pheld} WHERE kind = $1 AND hash = $2 AND mode = 2 AND NOT (owner = $3 AND mode = $4)) THEN NULL
 		WHEN (SELECT s FROM w) IS NULL OR (SELECT count(*) FROM r) > ` + strconv.Itoa(maxWakeNames) + ` THEN $6::text
 		WHEN EXISTS (SELECT 1 FROM r) THEN $6::text || ' ' || (SELECT string_agg(encode(owner, 'hex'), ' ' ORDER BY seq) FROM r)
-		WHEN NOT EXISTS (SELECT 1 FROM {pheld} WHERE kind = $1 AND hash = $2 AND mode = 1 AND NOT (owner = $3 AND mode = $4))
+		WHEN NOT (SELECT alone FROM al)
+			OR NOT EXISTS (SELECT 1 FROM {pheld} WHERE kind = $1 AND hash = $2 AND mode = 1 AND NOT (owner = $3 AND mode = $4))
 			THEN $6::text || ' ' || (SELECT encode(owner, 'hex') FROM q WHERE seq = (SELECT s FROM w))
 	END)`
 
@@ -359,8 +388,10 @@ func semWake(free string) string {
 			WHERE (run <= ` + free + ` OR n = 1) AND n <= ` + strconv.Itoa(maxWakeNames) + `) END)`
 }
 
-// AcquirePermits implements lockx.SemaphoreBackend in one transaction of
-// two round trips.
+// AcquirePermits implements lockx.SemaphoreBackend in one transaction sent
+// as one pipelined batch: the decision (sqlPermits) runs on the server, so
+// the key's decision lock is held for the statements' time only, not across
+// a round trip to the client.
 func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (lockx.Result, error) {
 	switch {
 	case req.Limit <= 0:
@@ -371,73 +402,69 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 		return lockx.Result{}, &lockx.ArgError{Arg: "permits", Reason: "more than the limit"}
 	}
 	var res lockx.Result
-	owner := []byte(req.Owner)
 	err := b.patternTx(ctx, "acquire permits", kindSem, req.Key, func(c *pgx.Conn, hash, lock int64) error {
-		var own *int64
-		var inUse, ahead int64
-		var ttl *int64
-		first := &pgx.Batch{}
-		first.Queue("BEGIN")
-		b.head(first, kindSem, hash, lock)
-		// A holder's repeat renews its lease (idempotent per owner).
-		first.Queue(b.names.expandPattern(`UPDATE {pheld} SET expires = clock_timestamp() + $4 * interval '1 millisecond'
-			WHERE kind = $1 AND hash = $2 AND owner = $3 AND mode = 3 RETURNING token`), kindSem, hash, owner, ms(req.Lease)).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				if err := rows.Scan(&own); err != nil {
-					return err
-				}
-			}
-			return rows.Err()
+		var own, granted, ttl, notified *int64
+		var queued int64
+		batch := &pgx.Batch{}
+		batch.Queue("BEGIN")
+		b.head(batch, kindSem, hash, lock, false)
+		batch.Queue(b.names.expandPattern(sqlPermits), kindSem, hash, []byte(req.Owner), ms(req.Lease), req.Fair,
+			string(b.payload(hash)), req.Count, req.Limit, req.Wait, ms(b.queueTTL(req.QueueTTL)), b.names.channel).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&own, &granted, &ttl, &queued, &notified)
 		})
-		first.Queue(b.names.expandPattern(`SELECT
-			(SELECT coalesce(sum(count), 0)::int8 FROM {pheld} WHERE kind = $1 AND hash = $2),
-			CASE WHEN $4 THEN (SELECT coalesce(sum(count), 0)::int8 FROM {pqueue}
-				WHERE kind = $1 AND hash = $2 AND owner <> $3 AND seq < coalesce(`+sqlOwnSeq+`, 9223372036854775807)) ELSE 0 END,
-			(SELECT (extract(epoch FROM min(expires) - clock_timestamp()) * 1000)::int8 FROM {pheld} WHERE kind = $1 AND hash = $2)`),
-			kindSem, hash, owner, req.Fair).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&inUse, &ahead, &ttl)
-		})
-		if err := c.SendBatch(ctx, first).Close(); err != nil {
+		batch.Queue("COMMIT")
+		if err := c.SendBatch(ctx, batch).Close(); err != nil {
 			return err
 		}
-		second := &pgx.Batch{}
 		switch {
 		case own != nil:
 			res = lockx.Result{Acquired: true, Token: lockx.Token(*own), TTL: req.Lease}
-		case inUse+ahead+req.Count > req.Limit:
-			if ttl != nil {
-				res.TTL = time.Duration(max(*ttl, 0)) * time.Millisecond
-			}
-			if req.Wait {
-				second.Queue(b.names.expandPattern(sqlEnqueue), kindSem, hash, owner, rowPermit, req.Count, ms(b.queueTTL(req.QueueTTL)))
-			}
-		default:
-			second.Queue(b.names.expandPattern(`INSERT INTO {pheld} (kind, hash, owner, mode, count, token, expires)
-				VALUES ($1, $2, $3, 3, $4, {fence}, clock_timestamp() + $5 * interval '1 millisecond') RETURNING token`),
-				kindSem, hash, owner, req.Count, ms(req.Lease)).QueryRow(func(row pgx.Row) error {
-				var t int64
-				if err := row.Scan(&t); err != nil {
-					return err
-				}
-				res = lockx.Result{Acquired: true, Token: lockx.Token(t), TTL: req.Lease}
-				return nil
-			})
-			// A queued owner leaving with capacity to spare: the next queued
-			// requests may fit now.
-			second.Queue(b.names.expandPattern(`WITH q AS (DELETE FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner = $3 RETURNING 1)
-				SELECT CASE WHEN EXISTS (SELECT 1 FROM q) AND $4::int8 > 0 AND t.p IS NOT NULL
-				THEN length(pg_notify($5::text, t.p)::text) END::int8
-				FROM (SELECT `+semWake("$4::int8")+` AS p) t`),
-				kindSem, hash, owner, req.Limit-inUse-req.Count, b.names.channel, string(b.payload(hash)))
+		case granted != nil:
+			res = lockx.Result{Acquired: true, Token: lockx.Token(*granted), TTL: req.Lease}
+		case ttl != nil:
+			res.TTL = time.Duration(max(*ttl, 0)) * time.Millisecond
 		}
-		second.Queue("COMMIT")
-		return c.SendBatch(ctx, second).Close()
+		return nil
 	})
 	if err != nil {
 		return lockx.Result{}, err
 	}
 	return res, nil
 }
+
+// sqlPermits is one semaphore decision for owner $3, after the decision lock
+// and the purge: a holder's repeat renews its lease (idempotent per owner);
+// otherwise the request is granted when the permits in use, plus (if $5,
+// fair) those asked for by the requests queued ahead of $3, plus $7 fit in
+// the limit $8; a refused request with $9 (wait) is queued or refreshes its
+// place for $10 ms; a queued owner granted with capacity to spare wakes the
+// next requests that fit (semWake). $4 lease ms, $6 "<hash>", $11 the
+// channel. Returns the holder's token (repeat), the new token (grant), the
+// earliest lease's remaining ms, whether it queued, and whether it notified.
+var sqlPermits = `WITH own AS (
+		UPDATE {pheld} SET expires = clock_timestamp() + $4::int8 * interval '1 millisecond'
+		WHERE kind = $1::int2 AND hash = $2::int8 AND owner = $3::bytea AND mode = 3 RETURNING token),
+	st AS (SELECT
+		(SELECT coalesce(sum(count), 0)::int8 FROM {pheld} WHERE kind = $1 AND hash = $2) AS used,
+		CASE WHEN $5::bool THEN (SELECT coalesce(sum(count), 0)::int8 FROM {pqueue}
+			WHERE kind = $1 AND hash = $2 AND owner <> $3 AND seq < coalesce(` + sqlOwnSeq + `, 9223372036854775807)) ELSE 0 END AS ahead,
+		(SELECT (extract(epoch FROM min(expires) - clock_timestamp()) * 1000)::int8 FROM {pheld} WHERE kind = $1 AND hash = $2) AS ttl,
+		EXISTS (SELECT 1 FROM own) AS mine),
+	d AS (SELECT NOT mine AND used + ahead + $7::int8 <= $8::int8 AS ok,
+		NOT mine AND used + ahead + $7::int8 > $8::int8 AS refuse, used, ttl FROM st),
+	ins AS (INSERT INTO {pheld} (kind, hash, owner, mode, count, token, expires)
+		SELECT $1, $2, $3, 3, $7, {fence}, clock_timestamp() + $4::int8 * interval '1 millisecond' FROM d WHERE ok
+		RETURNING token),
+	enq AS (INSERT INTO {pqueue} (kind, hash, owner, mode, count, seq, expires)
+		SELECT $1, $2, $3, 3, $7, {fence}, clock_timestamp() + $10::int8 * interval '1 millisecond' FROM d WHERE refuse AND $9::bool
+		ON CONFLICT (kind, hash, owner) DO UPDATE SET mode = EXCLUDED.mode, count = EXCLUDED.count, expires = EXCLUDED.expires
+		RETURNING 1),
+	deq AS (DELETE FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner = $3 AND (SELECT ok FROM d) RETURNING 1)
+	SELECT (SELECT token FROM own), (SELECT token FROM ins), d.ttl, (SELECT count(*) FROM enq),
+		CASE WHEN EXISTS (SELECT 1 FROM deq) AND $8 - d.used - $7 > 0 THEN
+			(SELECT length(pg_notify($11::text, w.p)::text) FROM (SELECT ` + semWake("($8 - d.used - $7)") + ` AS p) w WHERE w.p IS NOT NULL)
+		END::int8
+	FROM d`
 
 // ExtendPermits implements lockx.SemaphoreBackend.
 func (b *Backend) ExtendPermits(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) error {
@@ -455,7 +482,7 @@ func (b *Backend) Permits(ctx context.Context, key string) (lockx.PermitUsage, e
 	var u lockx.PermitUsage
 	err := b.patternTx(ctx, "permits", kindSem, key, func(c *pgx.Conn, hash, lock int64) error {
 		batch := &pgx.Batch{}
-		b.head(batch, kindSem, hash, lock)
+		b.head(batch, kindSem, hash, lock, false)
 		batch.Queue(b.names.expandPattern(`SELECT
 			(SELECT coalesce(sum(count), 0)::int8 FROM {pheld} WHERE kind = $1 AND hash = $2),
 			(SELECT count(*) FROM {pheld} WHERE kind = $1 AND hash = $2),
