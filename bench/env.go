@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockx-go/lockx/lockx/etcdlock/etcdtest"
 )
 
 // PoolSize is the go-redis pool size of a client shared by many goroutines,
@@ -27,9 +29,10 @@ type Env struct {
 	mu      sync.Mutex
 	servers []*RedisServer
 	admin   []*redis.Client
-	zk      *ZKServer // started by the first ZooKeeper case
-	pgSeen  bool      // PostgreSQL answered once: later failures are transient
-	pgDown  error     // PostgreSQL never answered: the rows are skipped
+	zk      *ZKServer         // started by the first ZooKeeper case
+	etcd    *etcdtest.Cluster // started by the first etcd case
+	pgSeen  bool              // PostgreSQL answered once: later failures are transient
+	pgDown  error             // PostgreSQL never answered: the rows are skipped
 }
 
 // NewEnv returns an Env; servers start when a case first needs them.
@@ -189,7 +192,10 @@ func (e *Env) Close() {
 		s.Stop()
 	}
 	e.zk.Stop()
-	e.servers, e.admin, e.zk = nil, nil, nil
+	if e.etcd != nil {
+		e.etcd.Close()
+	}
+	e.servers, e.admin, e.zk, e.etcd = nil, nil, nil, nil
 }
 
 // cmdProbe counts, in the window, the commands the Redis servers under test

@@ -61,6 +61,7 @@ func Cases() []*Case {
 	cs = append(cs, zkCases()...)
 	cs = append(cs, patternCases()...)
 	cs = append(cs, lockxdCases()...)
+	cs = append(cs, etcdCases()...)
 	return cs
 }
 

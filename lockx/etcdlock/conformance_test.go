@@ -11,6 +11,7 @@ import (
 // conformance runs one lockxtest suite on the shared single-node cluster:
 // every Backend of the run shares one prefix and one client.
 func conformance(t *testing.T, run func(*testing.T, func(*testing.T) lockx.Backend)) {
+	t.Parallel()
 	cli := client(t, single)
 	prefix := etcdlock.WithPrefix(testPrefix())
 	run(t, func(t *testing.T) lockx.Backend { return etcdlock.New(cli, prefix) })

@@ -74,6 +74,7 @@ func release(t *testing.T, l *lockx.Lock) {
 // (WithLossWatchDelay of an hour) Lost does not fire in that time: the
 // watch is what makes the test pass.
 func TestLeaseRevokedFiresLost(t *testing.T) {
+	t.Parallel()
 	cli := client(t, single)
 	for _, watch := range []bool{true, false} {
 		prefix := testPrefix()
@@ -132,6 +133,7 @@ func TestLeaseRevokedFiresLost(t *testing.T) {
 // its next refresh, queues again, and acquires a real lock: its key exists,
 // others are refused, its token is above the previous holder's.
 func TestExpiredQueueEntryWaiterRequeues(t *testing.T) {
+	t.Parallel()
 	cli := client(t, single)
 	prefix := etcdlock.WithPrefix(testPrefix())
 	raw := testPrefixOf(prefix)
@@ -224,11 +226,12 @@ func TestStaleReleaseRetryKeepsNewerGrant(t *testing.T) {
 // their own; the short one expires and goes to another client while the
 // long one stays held.
 func TestLeasePerLock(t *testing.T) {
+	t.Parallel()
 	cli := client(t, single)
 	prefix := etcdlock.WithPrefix(testPrefix())
 	c := lockx.New(etcdlock.New(cli, prefix))
 	defer c.Close()
-	short, err := c.Acquire(ctxT(t, 5*time.Second), "short", lockx.WithLease(time.Second))
+	short, err := c.Acquire(ctxT(t, 5*time.Second), "short", lockx.WithLease(3*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +244,7 @@ func TestLeasePerLock(t *testing.T) {
 	if ls == ll {
 		t.Fatal("two locks share one etcd lease")
 	}
-	for id, want := range map[clientv3.LeaseID]int64{ls: 1, ll: 20} {
+	for id, want := range map[clientv3.LeaseID]int64{ls: 3, ll: 20} {
 		resp, err := cli.TimeToLive(ctxT(t, 5*time.Second), id)
 		if err != nil || resp.GrantedTTL != want {
 			t.Fatalf("lease %x granted TTL %d (%v), want %d", id, resp.GrantedTTL, err, want)
@@ -249,7 +252,7 @@ func TestLeasePerLock(t *testing.T) {
 	}
 	other := lockx.New(etcdlock.New(cli, prefix))
 	defer other.Close()
-	l2, err := other.Acquire(ctxT(t, 5*time.Second), "short", lockx.WithWait(3*time.Second))
+	l2, err := other.Acquire(ctxT(t, 10*time.Second), "short", lockx.WithWait(8*time.Second))
 	if err != nil {
 		t.Fatalf("short lock never expired: %v", err)
 	}
@@ -273,6 +276,7 @@ func testPrefixOf(o etcdlock.Option) string {
 // TestFaultsCluster runs the fault scenarios on a cluster of three
 // members in this process.
 func TestFaultsCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a 3-member cluster")
 	}

@@ -3,6 +3,7 @@ package etcdlock_test
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"os"
 	"testing"
@@ -19,6 +20,12 @@ import (
 var single *etcdtest.Cluster
 
 func TestMain(m *testing.M) {
+	// The suites mostly wait (leases, wake-ups), not compute: run more of
+	// them at once than the default of one per CPU, unless told otherwise.
+	flag.Parse()
+	if f := flag.Lookup("test.parallel"); f != nil && !isSet("test.parallel") {
+		_ = f.Value.Set("8")
+	}
 	c, err := etcdtest.Start(etcdtest.Config{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "etcdlock tests: start embedded etcd:", err)
@@ -34,6 +41,12 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+func isSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // leakOptions ignores the peer HTTP connections that members of a
