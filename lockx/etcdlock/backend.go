@@ -27,6 +27,7 @@ type Backend struct {
 
 	mu      sync.Mutex
 	closed  bool
+	pool    map[int64][]lease // spare leases by TTL (leases.go)
 	held    map[ref]*held
 	queued  map[ref]*queued
 	waiters map[waitKey]*waiter
@@ -60,7 +61,7 @@ func New(cli *clientv3.Client, opts ...Option) *Backend {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Backend{
 		cli: cli, cfg: cfg, ctx: ctx, cancel: cancel,
-		held: make(map[ref]*held), queued: make(map[ref]*queued), waiters: make(map[waitKey]*waiter),
+		held: make(map[ref]*held), pool: make(map[int64][]lease), queued: make(map[ref]*queued), waiters: make(map[waitKey]*waiter),
 	}
 }
 
@@ -84,10 +85,30 @@ func (b *Backend) Close() error {
 	for _, w := range b.waiters {
 		ws = append(ws, w)
 	}
+	var spares []clientv3.LeaseID
+	for _, ls := range b.pool {
+		for _, l := range ls {
+			spares = append(spares, l.id)
+		}
+	}
+	b.pool = nil
 	b.mu.Unlock()
 	for _, w := range ws {
 		w.stop()
 	}
+	// Spare leases carry no keys; revoke them rather than leave them to
+	// run out, best effort and briefly.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, id := range spares {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = b.cli.Revoke(ctx, id)
+		}()
+	}
+	wg.Wait()
 	b.cancel()
 	b.wg.Wait()
 	return nil
@@ -119,12 +140,12 @@ func (b *Backend) dir(kind, key string) string {
 func (b *Backend) hkey(r ref) string { return b.dir(r.kind, r.key) + "h/" + r.name }
 func (b *Backend) qkey(r ref) string { return b.dir(r.kind, r.key) + "q/" + r.name }
 
-// held is a grant this backend made: the entry <dir>h/<name> created at
-// rev (the fencing token) on its own lease.
+// held is a grant this backend made: the entry key created at rev (the
+// fencing token) on its own lease.
 type held struct {
+	key      string // the entry: <dir>h/<name>, or <dir>q/<name> for a queue head granted in place
 	rev      int64
-	lease    clientv3.LeaseID
-	ttl      int64 // the lease's TTL in seconds, as granted
+	lease    lease
 	value    string
 	deadline time.Time   // local: when the lease the caller asked for ends
 	timer    *time.Timer // revokes the lease at deadline unless renewed
@@ -133,7 +154,7 @@ type held struct {
 // queued is a queue entry <dir>q/<name> this backend wrote for a waiter.
 type queued struct {
 	rev   int64
-	lease clientv3.LeaseID
+	lease lease
 	ttl   time.Duration // the queue TTL the waiter asked for
 	timer *time.Timer   // withdraws the entry ttl after the last refresh
 }
@@ -203,16 +224,6 @@ func secs(d time.Duration) int64 {
 	return s
 }
 
-// grant creates a lease of at least d. The server may raise the TTL to its
-// minimum; the returned TTL is the one granted.
-func (b *Backend) grant(ctx context.Context, d time.Duration) (clientv3.LeaseID, int64, error) {
-	resp, err := b.cli.Grant(ctx, secs(d))
-	if err != nil {
-		return 0, 0, err
-	}
-	return resp.ID, resp.TTL, nil
-}
-
 // revokeLater revokes a lease nobody needs any more (a refused attempt's,
 // a moved entry's old one) without making the caller wait. If it fails,
 // the lease runs out on its own.
@@ -233,6 +244,10 @@ func (b *Backend) revokeLater(id clientv3.LeaseID) {
 		_, _ = b.cli.Revoke(ctx, id)
 	}()
 }
+
+// errLeaseGone reports a spare lease that ran out while an entry was put
+// on it.
+var errLeaseGone = errors.New("etcdlock: lease ran out during the request")
 
 // notFound reports etcd's "lease not found": the lease expired or was
 // revoked, so every key on it is gone.
@@ -326,7 +341,7 @@ func (b *Backend) expireHeld(r ref, h *held) {
 		return
 	}
 	delete(b.held, r)
-	id := h.lease
+	id := h.lease.id
 	b.mu.Unlock()
 	b.revokeLater(id)
 }
@@ -359,13 +374,28 @@ func (b *Backend) addQueued(r ref, q *queued) {
 		}
 		delete(b.queued, r)
 		b.mu.Unlock()
-		b.revokeLater(q.lease)
+		b.revokeLater(q.lease.id)
 	})
 }
 
-// refreshed restarts q's withdrawal timer after a refresh.
-func (b *Backend) refreshed(q *queued) {
+// refreshed records a keep-alive of q's lease sent at sent (if not zero)
+// and restarts its withdrawal timer: the waiter is alive.
+func (b *Backend) refreshed(q *queued, sent time.Time, ttl int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if ttl > 0 {
+		q.lease.ttl = ttl
+	}
+	if q.lease.ttl > 0 && !sent.IsZero() {
+		q.lease.until = sent.Add(time.Duration(q.lease.ttl) * time.Second)
+	}
 	q.timer.Reset(q.ttl)
+}
+
+// refreshDue reports whether q's lease has used up a third of its TTL (or
+// is of unknown age), so that the attempt renews it.
+func (b *Backend) refreshDue(q *queued) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return q.lease.ttl == 0 || time.Until(q.lease.until) < time.Duration(q.lease.ttl)*time.Second*2/3
 }

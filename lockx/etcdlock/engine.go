@@ -11,6 +11,12 @@ import (
 // policy is what differs between locks, read/write holds and permits: when
 // an attempt may be granted, and how a refused one waits.
 type policy struct {
+	// headHolds makes the oldest entry of the directory the holder, queue
+	// entries included (plain locks, as in etcd's own recipe): when a
+	// holder goes, the head of the queue holds at once, with no write, and
+	// its entry's create revision is the token. Other kinds move a waiter
+	// to a holder entry when its grant is decided.
+	headHolds bool
 	// fast lets an attempt with nothing queued try "grant if the directory
 	// is empty" in one transaction before reading anything (plain locks).
 	fast bool
@@ -52,35 +58,36 @@ func (b *Backend) attempt(ctx context.Context, r ref, req lockx.Request, p polic
 	dir := b.dir(r.kind, r.key)
 	hkey, qkey := dir+"h/"+r.name, dir+"q/"+r.name
 	q := b.getQueued(r)
-	if q != nil {
-		if _, err := b.cli.KeepAliveOnce(ctx, q.lease); notFound(err) {
+	if q != nil && b.refreshDue(q) {
+		sent := time.Now()
+		if ka, err := b.cli.KeepAliveOnce(ctx, q.lease.id); notFound(err) {
 			b.dropQueued(r, q) // the entry ran out: queue again at the end
 			q = nil
 		} else if err != nil {
 			return lockx.Result{}, unavailable("acquire", err)
 		} else {
-			b.refreshed(q)
+			b.refreshed(q, sent, ka.TTL)
 		}
+	} else if q != nil {
+		b.refreshed(q, time.Time{}, 0)
 	}
-	var lease clientv3.LeaseID
-	var ttl int64
-	defer func() { b.revokeLater(lease) }() // unless a grant took it (set to 0)
 	var v view
-	if p.fast && q == nil && !b.waiting(req.Key, req.Owner) {
-		var err error
-		if lease, ttl, err = b.grant(ctx, req.Lease); err != nil {
-			return lockx.Result{}, unavailable("acquire", err)
-		}
-		resp, err := b.cli.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(dir), "=", 0).WithPrefix()).
-			Then(clientv3.OpPut(hkey, p.value, clientv3.WithLease(lease))).
-			Else(readOp(dir)).Commit()
+	// An attempt that may have to queue reads first: the fast path's
+	// transaction would be a write wasted on a contended key.
+	if p.fast && q == nil && !(req.Fair && req.Wait) && !b.waiting(req.Key, req.Owner) {
+		resp, l, refreshErr, err := b.leasedTxn(ctx, req.Lease, func(id clientv3.LeaseID) clientv3.Txn {
+			return b.cli.Txn(ctx).
+				If(clientv3.Compare(clientv3.CreateRevision(dir), "=", 0).WithPrefix()).
+				Then(clientv3.OpPut(hkey, p.value, clientv3.WithLease(id))).
+				Else(readOp(dir))
+		})
 		if err != nil {
 			return lockx.Result{}, unavailable("acquire", err)
 		}
 		if resp.Succeeded {
-			return b.record(r, resp.Header.Revision, &lease, ttl, p.value, req.Lease, start)
+			return b.record(ctx, r, resp.Header.Revision, l, refreshErr, p.value, req.Lease, start)
 		}
+		b.giveBack(l)
 		v = b.parseView(dir, resp.Header.Revision, resp.Responses[0].GetResponseRange().Kvs)
 	} else {
 		var err error
@@ -91,15 +98,18 @@ func (b *Backend) attempt(ctx context.Context, r ref, req lockx.Request, p polic
 	for try := 0; ; try++ {
 		if e := v.holder(r.name); e != nil {
 			// Granted by an earlier attempt whose reply was lost.
-			return b.adopt(ctx, r, e, req.Lease, start)
+			return b.adopt(ctx, r, hkey, e, req.Lease, start)
 		}
 		if q == nil {
 			for _, e := range v.queue {
 				if e.name == r.name { // queued by an attempt whose reply was lost
-					q = &queued{rev: e.rev, lease: e.lease, ttl: b.queueTTL(req)}
+					q = &queued{rev: e.rev, lease: lease{id: e.lease}, ttl: b.queueTTL(req)}
 					b.addQueued(r, q)
 				}
 			}
+		}
+		if p.headHolds && q != nil && len(v.holders) == 0 && len(v.queue) > 0 && v.queue[0].rev == q.rev {
+			return b.grantHead(ctx, r, q, qkey, p.qvalue, req, start)
 		}
 		ok, value, err := p.decide(&v, q)
 		if err != nil {
@@ -108,33 +118,31 @@ func (b *Backend) attempt(ctx context.Context, r ref, req lockx.Request, p polic
 		if !ok || try == maxConflicts {
 			break
 		}
-		if lease == 0 {
-			if lease, ttl, err = b.grant(ctx, req.Lease); err != nil {
-				return lockx.Result{}, unavailable("acquire", err)
-			}
-		}
 		// Granted on v: commit only if no holder appeared or changed since
 		// (holders leaving only helps), and if we are not queued, no waiter
 		// queued up ahead of us either.
 		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(dir+"h/"), "<", v.rev+1).WithPrefix()}
-		ops := []clientv3.Op{clientv3.OpPut(hkey, value, clientv3.WithLease(lease))}
+		var ops []clientv3.Op
 		if q != nil {
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(qkey), "=", q.rev))
 			ops = append(ops, clientv3.OpDelete(qkey))
 		} else {
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(dir+"q/"), "<", v.rev+1).WithPrefix())
 		}
-		resp, err := b.cli.Txn(ctx).If(cmps...).Then(ops...).Else(readOp(dir)).Commit()
+		resp, l, refreshErr, err := b.leasedTxn(ctx, req.Lease, func(id clientv3.LeaseID) clientv3.Txn {
+			return b.cli.Txn(ctx).If(cmps...).Then(append(ops, clientv3.OpPut(hkey, value, clientv3.WithLease(id)))...).Else(readOp(dir))
+		})
 		if err != nil {
 			return lockx.Result{}, unavailable("acquire", err)
 		}
 		if resp.Succeeded {
 			if q != nil {
 				b.dropQueued(r, q)
-				b.revokeLater(q.lease)
+				b.giveBack(q.lease)
 			}
-			return b.record(r, resp.Header.Revision, &lease, ttl, value, req.Lease, start)
+			return b.record(ctx, r, resp.Header.Revision, l, refreshErr, value, req.Lease, start)
 		}
+		b.giveBack(l)
 		v = b.parseView(dir, resp.Header.Revision, resp.Responses[0].GetResponseRange().Kvs)
 		if q != nil && !hasQueued(&v, r.name, q.rev) {
 			b.dropQueued(r, q) // our entry ran out meanwhile
@@ -148,7 +156,7 @@ func (b *Backend) attempt(ctx context.Context, r ref, req lockx.Request, p polic
 		}
 	}
 	if req.Wait {
-		b.arm(req.Key, req.Owner, b.watchTarget(dir, &v, q, p, r.name))
+		b.arm(req.Key, req.Owner, watchTarget(dir, &v, q, p, r.name))
 	}
 	return lockx.Result{}, nil
 }
@@ -173,26 +181,23 @@ func (b *Backend) queueTTL(req lockx.Request) time.Duration {
 // dies leaves the queue when the lease runs out.
 func (b *Backend) enqueue(ctx context.Context, r ref, qkey, value string, req lockx.Request) (*queued, error) {
 	qttl := b.queueTTL(req)
-	lease, _, err := b.grant(ctx, qttl)
+	resp, l, _, err := b.leasedTxn(ctx, qttl, func(id clientv3.LeaseID) clientv3.Txn {
+		return b.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(qkey), "=", 0)).
+			Then(clientv3.OpPut(qkey, value, clientv3.WithLease(id))).
+			Else(clientv3.OpGet(qkey))
+	})
 	if err != nil {
 		return nil, unavailable("acquire", err)
 	}
-	resp, err := b.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(qkey), "=", 0)).
-		Then(clientv3.OpPut(qkey, value, clientv3.WithLease(lease))).
-		Else(clientv3.OpGet(qkey)).Commit()
-	if err != nil {
-		b.revokeLater(lease)
-		return nil, unavailable("acquire", err)
-	}
-	q := &queued{rev: resp.Header.Revision, lease: lease, ttl: qttl}
+	q := &queued{rev: resp.Header.Revision, lease: l, ttl: qttl}
 	if !resp.Succeeded {
-		b.revokeLater(lease)
+		b.giveBack(l)
 		kvs := resp.Responses[0].GetResponseRange().Kvs
 		if len(kvs) == 0 {
 			return nil, nil
 		}
-		q = &queued{rev: kvs[0].CreateRevision, lease: clientv3.LeaseID(kvs[0].Lease), ttl: qttl}
+		q = &queued{rev: kvs[0].CreateRevision, lease: lease{id: clientv3.LeaseID(kvs[0].Lease)}, ttl: qttl}
 	}
 	b.addQueued(r, q)
 	return q, nil
@@ -200,9 +205,11 @@ func (b *Backend) enqueue(ctx context.Context, r ref, qkey, value string, req lo
 
 // watchTarget says what a refused waiter waits for: the deletion of the
 // queue entry just ahead of it when the queue is ordered (each waiter
-// watches only its predecessor, so a release wakes one waiter, not all),
-// else the deletion of any holder.
-func (b *Backend) watchTarget(dir string, v *view, q *queued, p policy, name string) target {
+// watches only its predecessor, so a release wakes one waiter, not all);
+// at the head of the queue, the deletion of a holder; unqueued, the
+// deletion of any entry where a queue entry can hold (plain locks), else
+// of any holder.
+func watchTarget(dir string, v *view, q *queued, p policy, name string) target {
 	if q != nil && p.ordered {
 		var pred *entry
 		for i := range v.queue {
@@ -215,16 +222,67 @@ func (b *Backend) watchTarget(dir string, v *view, q *queued, p policy, name str
 			return target{key: dir + "q/" + pred.name, from: v.rev + 1}
 		}
 	}
+	if q == nil && p.headHolds {
+		return target{key: dir, prefix: true, from: v.rev + 1}
+	}
 	return target{key: dir + "h/", prefix: true, from: v.rev + 1}
 }
 
-// record keeps a fresh grant and answers the attempt. It takes the lease
-// from *lease so the caller's deferred revocation skips it.
-func (b *Backend) record(r ref, rev int64, lease *clientv3.LeaseID, ttl int64, value string, d time.Duration, start time.Time) (lockx.Result, error) {
-	h := &held{rev: rev, lease: *lease, ttl: ttl, value: value, deadline: start.Add(d)}
-	*lease = 0
+// grantHead grants r the lock its queue entry, now the oldest entry of
+// the directory, holds already. The entry keeps its key and create
+// revision (the token). Its lease is the queue's: if that is shorter than
+// the lock's, a holder whose watchdog will renew gets what is left of it
+// (the first renewal moves the entry to a lease of the lock's length);
+// otherwise the entry moves now.
+func (b *Backend) grantHead(ctx context.Context, r ref, q *queued, qkey, value string, req lockx.Request, start time.Time) (lockx.Result, error) {
+	b.mu.Lock()
+	l := q.lease
+	b.mu.Unlock()
+	h := &held{key: qkey, rev: q.rev, lease: l, value: value}
+	d := req.Lease
+	if leaseTTL(d) > l.ttl {
+		left := time.Until(l.until) - poolMargin
+		if req.Renewed && l.ttl > 0 && left > 0 {
+			d = min(d, left)
+		} else {
+			nl, err := b.moveLease(ctx, qkey, q.rev, value, req.Lease)
+			if err != nil {
+				if err == lockx.ErrNotHeld {
+					b.dropQueued(r, q)
+					return lockx.Result{}, nil // the entry ran out: refused, queue again
+				}
+				return lockx.Result{}, err
+			}
+			b.giveBack(l)
+			h.lease = nl
+		}
+	}
+	b.dropQueued(r, q) // the entry now holds: no withdrawal timer
+	h.deadline = start.Add(d)
 	b.addHeld(r, h)
+	return b.granted(h.rev, d)
+}
+
+// record keeps a fresh grant and answers the attempt. A grant whose
+// spare lease could not be renewed cannot promise the lease asked for: it
+// is taken back and the attempt reported as failed.
+func (b *Backend) record(ctx context.Context, r ref, rev int64, l lease, refreshErr error, value string, d time.Duration, start time.Time) (lockx.Result, error) {
+	if refreshErr != nil {
+		b.undo(ctx, b.hkey(r), rev, l)
+		return lockx.Result{}, unavailable("acquire", refreshErr)
+	}
+	b.addHeld(r, &held{key: b.hkey(r), rev: rev, lease: l, value: value, deadline: start.Add(d)})
 	return b.granted(rev, d)
+}
+
+// undo deletes the entry key created at rev and gives its lease back.
+func (b *Backend) undo(ctx context.Context, key string, rev int64, l lease) {
+	resp, err := b.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).Then(clientv3.OpDelete(key)).Commit()
+	if err == nil && resp.Succeeded {
+		b.giveBack(l)
+		return
+	}
+	b.revokeLater(l.id)
 }
 
 func (b *Backend) granted(rev int64, d time.Duration) (lockx.Result, error) {
@@ -237,7 +295,8 @@ func (b *Backend) granted(rev int64, d time.Duration) (lockx.Result, error) {
 
 // adopt takes over a holder entry that the owner's earlier attempt
 // created but whose reply never arrived.
-func (b *Backend) adopt(ctx context.Context, r ref, e *entry, d time.Duration, start time.Time) (lockx.Result, error) {
+func (b *Backend) adopt(ctx context.Context, r ref, key string, e *entry, d time.Duration, start time.Time) (lockx.Result, error) {
+	sent := time.Now()
 	ka, err := b.cli.KeepAliveOnce(ctx, e.lease)
 	if notFound(err) {
 		return lockx.Result{}, nil // it ran out just now: refused, try again
@@ -245,7 +304,8 @@ func (b *Backend) adopt(ctx context.Context, r ref, e *entry, d time.Duration, s
 	if err != nil {
 		return lockx.Result{}, unavailable("acquire", err)
 	}
-	h := &held{rev: e.rev, lease: e.lease, ttl: ka.TTL, value: e.value, deadline: start.Add(d)}
+	l := lease{id: e.lease, ttl: ka.TTL, until: sent.Add(time.Duration(ka.TTL) * time.Second)}
+	h := &held{key: key, rev: e.rev, lease: l, value: e.value, deadline: start.Add(d)}
 	b.addHeld(r, h)
 	if err := b.renew(ctx, r, h, d, start); err != nil {
 		if err == lockx.ErrNotHeld {
@@ -261,34 +321,37 @@ func (b *Backend) adopt(ctx context.Context, r ref, e *entry, d time.Duration, s
 // revision, so the same token).
 func (b *Backend) renew(ctx context.Context, r ref, h *held, d time.Duration, start time.Time) error {
 	b.mu.Lock()
-	deadline, ttl, id := h.deadline, h.ttl, h.lease
+	deadline, l := h.deadline, h.lease
 	b.mu.Unlock()
 	if !start.Before(deadline) { // the lease the caller asked for is over
 		b.dropHeld(r, h)
-		b.revokeLater(id)
+		b.revokeLater(l.id)
 		return lockx.ErrNotHeld
 	}
-	if secs(d) <= ttl {
-		if _, err := b.cli.KeepAliveOnce(ctx, id); err != nil {
+	if leaseTTL(d) <= l.ttl {
+		sent := time.Now()
+		if _, err := b.cli.KeepAliveOnce(ctx, l.id); err != nil {
 			if notFound(err) {
 				b.dropHeld(r, h)
 				return lockx.ErrNotHeld
 			}
 			return unavailable("extend", err)
 		}
+		l.until = sent.Add(time.Duration(l.ttl) * time.Second)
 	} else {
-		nid, nttl, err := b.moveLease(ctx, b.hkey(r), h.rev, h.value, d)
+		nl, err := b.moveLease(ctx, h.key, h.rev, h.value, d)
 		if err != nil {
 			if err == lockx.ErrNotHeld {
 				b.dropHeld(r, h)
 			}
 			return err
 		}
-		b.revokeLater(id)
-		b.mu.Lock()
-		h.lease, h.ttl = nid, nttl
-		b.mu.Unlock()
+		b.giveBack(l)
+		l = nl
 	}
+	b.mu.Lock()
+	h.lease = l
+	b.mu.Unlock()
 	b.setDeadline(h, start.Add(d))
 	return nil
 }
@@ -296,23 +359,23 @@ func (b *Backend) renew(ctx context.Context, r ref, h *held, d time.Duration, st
 // moveLease puts the entry at key (created at rev) on a new lease of at
 // least d, keeping its value. The comparison on the create revision makes
 // sure it is still the same grant.
-func (b *Backend) moveLease(ctx context.Context, key string, rev int64, value string, d time.Duration) (clientv3.LeaseID, int64, error) {
-	nid, nttl, err := b.grant(ctx, d)
+func (b *Backend) moveLease(ctx context.Context, key string, rev int64, value string, d time.Duration) (lease, error) {
+	nl, err := b.newLease(ctx, d)
 	if err != nil {
-		return 0, 0, unavailable("extend", err)
+		return lease{}, unavailable("extend", err)
 	}
 	resp, err := b.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
-		Then(clientv3.OpPut(key, value, clientv3.WithLease(nid))).Commit()
+		Then(clientv3.OpPut(key, value, clientv3.WithLease(nl.id))).Commit()
 	if err != nil {
-		b.revokeLater(nid)
-		return 0, 0, unavailable("extend", err)
+		b.revokeLater(nl.id)
+		return lease{}, unavailable("extend", err)
 	}
 	if !resp.Succeeded {
-		b.revokeLater(nid)
-		return 0, 0, lockx.ErrNotHeld
+		b.revokeLater(nl.id)
+		return lease{}, lockx.ErrNotHeld
 	}
-	return nid, nttl, nil
+	return nl, nil
 }
 
 // extend renews r's hold to d, or returns lockx.ErrNotHeld.
@@ -326,34 +389,37 @@ func (b *Backend) extend(ctx context.Context, r ref, d time.Duration) error {
 	}
 	// Another backend's grant (or one whose reply was lost): renew it by
 	// its lease, found on the entry.
-	resp, err := b.cli.Get(ctx, b.hkey(r))
+	key, e, _, err := b.lookup(ctx, r)
 	if err != nil {
 		return unavailable("extend", err)
 	}
-	if len(resp.Kvs) == 0 {
+	if e == nil {
 		return lockx.ErrNotHeld
 	}
-	kv := resp.Kvs[0]
-	ka, err := b.cli.KeepAliveOnce(ctx, clientv3.LeaseID(kv.Lease))
+	ka, err := b.cli.KeepAliveOnce(ctx, e.lease)
 	if notFound(err) {
 		return lockx.ErrNotHeld
 	}
 	if err != nil {
 		return unavailable("extend", err)
 	}
-	if secs(d) > ka.TTL {
-		if _, _, err := b.moveLease(ctx, b.hkey(r), kv.CreateRevision, string(kv.Value), d); err != nil {
+	if leaseTTL(d) > ka.TTL {
+		if _, err := b.moveLease(ctx, key, e.rev, e.value, d); err != nil {
 			return err
 		}
-		b.revokeLater(clientv3.LeaseID(kv.Lease))
+		b.revokeLater(e.lease)
 	}
 	return nil
 }
 
-// release frees r's hold and withdraws its queue entry. Both go by
-// revoking the entry's own lease: lease ids are never reused, so a late or
-// retried release can only remove the grant it was made for, never a newer
-// grant of the same key to the same owner (etcd#22082).
+// release frees r's hold and withdraws its queue entry. This Backend's own
+// entries go by a transaction that deletes the key only if its create
+// revision is still the grant's: a late or retried release can only remove
+// the grant it was made for, never a newer grant of the same key to the
+// same owner (etcd#22082). Their leases go back to the pool. Entries of
+// other backends (a force release, or a grant whose reply was lost) go by
+// revoking the lease found on the key, so that their holder learns at its
+// next renewal, if its loss watch has not told it already.
 func (b *Backend) release(ctx context.Context, r ref) error {
 	if b.cfg.err != nil {
 		return b.cfg.err
@@ -361,46 +427,36 @@ func (b *Backend) release(ctx context.Context, r ref) error {
 	q, h := b.takeQueued(r), b.takeHeld(r)
 	var qerr error
 	if q != nil {
-		if _, err := b.cli.Revoke(ctx, q.lease); err != nil && !notFound(err) {
-			qerr = unavailable("release", err)
+		if _, err := b.deleteEntry(ctx, b.qkey(r), q.rev, q.lease); err != nil {
+			qerr = err
 		}
 	}
 	if h != nil {
-		_, err := b.cli.Revoke(ctx, h.lease)
+		ok, err := b.deleteEntry(ctx, h.key, h.rev, h.lease)
 		switch {
-		case err == nil:
-			return nil
-		case notFound(err):
+		case err != nil:
+			return err
+		case !ok:
 			return lockx.ErrNotHeld
-		default:
-			return unavailable("release", err)
 		}
+		return nil
 	}
-	// Not granted here: another backend's grant (a force release), or a
-	// grant whose reply was lost. Find the entries and revoke their leases.
-	ops := []clientv3.Op{clientv3.OpGet(b.hkey(r))}
-	if q == nil {
-		ops = append(ops, clientv3.OpGet(b.qkey(r)))
-	}
-	resp, err := b.cli.Txn(ctx).Then(ops...).Commit()
+	_, e, w, err := b.lookup(ctx, r)
 	if err != nil {
 		return unavailable("release", err)
 	}
-	if q == nil {
-		if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) > 0 {
-			if _, err := b.cli.Revoke(ctx, clientv3.LeaseID(kvs[0].Lease)); err != nil && !notFound(err) {
-				qerr = unavailable("release", err)
-			}
+	if w != nil && q == nil {
+		if _, err := b.cli.Revoke(ctx, w.lease); err != nil && !notFound(err) {
+			qerr = unavailable("release", err)
 		}
 	}
-	kvs := resp.Responses[0].GetResponseRange().Kvs
-	if len(kvs) == 0 {
+	if e == nil {
 		if qerr != nil {
 			return qerr
 		}
 		return lockx.ErrNotHeld
 	}
-	_, err = b.cli.Revoke(ctx, clientv3.LeaseID(kvs[0].Lease))
+	_, err = b.cli.Revoke(ctx, e.lease)
 	switch {
 	case err == nil:
 		return nil
@@ -411,6 +467,45 @@ func (b *Backend) release(ctx context.Context, r ref) error {
 	}
 }
 
+// lookup finds, in the store, the entry through which r holds its key
+// (nil if it does not) and r's queue entry if it waits.
+func (b *Backend) lookup(ctx context.Context, r ref) (key string, hold, wait *entry, err error) {
+	dir := b.dir(r.kind, r.key)
+	v, err := b.read(ctx, dir)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if e := v.holder(r.name); e != nil {
+		return dir + "h/" + r.name, e, nil, nil
+	}
+	for i := range v.queue {
+		if e := &v.queue[i]; e.name == r.name {
+			if r.kind == kindLock && i == 0 && len(v.holders) == 0 { // a queue head holds
+				return dir + "q/" + r.name, e, nil, nil
+			}
+			return "", nil, e, nil
+		}
+	}
+	return "", nil, nil, nil
+}
+
+// deleteEntry deletes key if it is still the entry created at rev, and
+// gives its lease back to the pool. It reports whether it deleted it.
+func (b *Backend) deleteEntry(ctx context.Context, key string, rev int64, l lease) (bool, error) {
+	resp, err := b.cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).Then(clientv3.OpDelete(key)).Commit()
+	if err != nil {
+		// Unknown outcome: a retry finds the key, if it is still there,
+		// and revokes its lease.
+		return false, unavailable("release", err)
+	}
+	if !resp.Succeeded { // gone already (expired, revoked): so is the lease, or it soon will be
+		b.revokeLater(l.id)
+		return false, nil
+	}
+	b.giveBack(l)
+	return true, nil
+}
+
 // ttl returns the lease left on r's hold.
 func (b *Backend) ttl(ctx context.Context, r ref) (time.Duration, error) {
 	if b.cfg.err != nil {
@@ -418,7 +513,7 @@ func (b *Backend) ttl(ctx context.Context, r ref) (time.Duration, error) {
 	}
 	if h := b.getHeld(r); h != nil {
 		b.mu.Lock()
-		left, id := time.Until(h.deadline), h.lease
+		left, id := time.Until(h.deadline), h.lease.id
 		b.mu.Unlock()
 		if left <= 0 {
 			return 0, lockx.ErrNotHeld
@@ -433,14 +528,14 @@ func (b *Backend) ttl(ctx context.Context, r ref) (time.Duration, error) {
 		}
 		return left, nil
 	}
-	resp, err := b.cli.Get(ctx, b.hkey(r))
+	_, e, _, err := b.lookup(ctx, r)
 	if err != nil {
 		return 0, unavailable("ttl", err)
 	}
-	if len(resp.Kvs) == 0 {
+	if e == nil {
 		return 0, lockx.ErrNotHeld
 	}
-	return b.leaseLeft(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
+	return b.leaseLeft(ctx, e.lease)
 }
 
 // leaseLeft is what etcd says is left of a lease (whole seconds; a lease

@@ -1,7 +1,9 @@
 package etcdlock
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,56 +25,67 @@ func (b *Backend) Locks(ctx context.Context, prefix string, fn func(lockx.LockIn
 	if err != nil {
 		return unavailable("locks", err)
 	}
-	type dirInfo struct {
-		info    lockx.LockInfo
-		lease   clientv3.LeaseID
-		held    bool
-		waiters int
-	}
 	var order []string
-	dirs := make(map[string]*dirInfo)
+	dirs := make(map[string]*view)
 	for _, kv := range resp.Kvs {
 		key, part, name, ok := splitEntry(strings.TrimPrefix(string(kv.Key), base))
 		if !ok || !strings.HasPrefix(key, prefix) {
 			continue
 		}
-		d := dirs[key]
-		if d == nil {
-			d = &dirInfo{info: lockx.LockInfo{Key: key}}
-			dirs[key] = d
+		v := dirs[key]
+		if v == nil {
+			v = &view{}
+			dirs[key] = v
 			order = append(order, key)
 		}
+		e := entry{name: name, value: string(kv.Value), rev: kv.CreateRevision, lease: clientv3.LeaseID(kv.Lease)}
 		switch part {
-		case "q":
-			d.waiters++
 		case "h":
-			d.held = true
-			d.lease = clientv3.LeaseID(kv.Lease)
-			d.info.Owner = lockx.Owner(name)
-			if t, err := token(kv.CreateRevision); err == nil {
-				d.info.Token = t
-			}
-			d.info.Age = age(string(kv.Value))
+			v.holders = append(v.holders, e)
+		case "q":
+			v.queue = append(v.queue, e)
 		}
 	}
 	for _, key := range order {
-		d := dirs[key]
-		if !d.held {
-			continue
+		v := dirs[key]
+		slices.SortFunc(v.queue, func(a, b entry) int { return cmp.Compare(a.rev, b.rev) })
+		info, err := b.info(ctx, key, v)
+		if err == lockx.ErrNotHeld {
+			continue // nobody holds it, or it expired during the scan
 		}
-		d.info.Waiters = d.waiters
-		if left, err := b.leaseLeft(ctx, d.lease); err == nil {
-			d.info.TTL = left
-		} else if err == lockx.ErrNotHeld {
-			continue // expired during the scan
-		} else {
+		if err != nil {
 			return err
 		}
-		if !fn(d.info) {
+		if !fn(info) {
 			return nil
 		}
 	}
 	return nil
+}
+
+// info describes the holder of a lock directory read as v: its oldest
+// entry, a holder entry or else the head of the queue.
+func (b *Backend) info(ctx context.Context, key string, v *view) (lockx.LockInfo, error) {
+	var e entry
+	waiters := len(v.queue)
+	switch {
+	case len(v.holders) > 0:
+		e = v.holders[0]
+	case len(v.queue) > 0:
+		e = v.queue[0]
+		waiters--
+	default:
+		return lockx.LockInfo{}, lockx.ErrNotHeld
+	}
+	info := lockx.LockInfo{Key: key, Owner: lockx.Owner(e.name), Waiters: waiters, Age: age(e.value)}
+	var err error
+	if info.Token, err = token(e.rev); err != nil {
+		return lockx.LockInfo{}, unavailable("lock", err)
+	}
+	if info.TTL, err = b.leaseLeft(ctx, e.lease); err != nil {
+		return lockx.LockInfo{}, err
+	}
+	return info, nil
 }
 
 // Lock returns the holder of key (lockx.Inspector), or an error matching
@@ -85,18 +98,7 @@ func (b *Backend) Lock(ctx context.Context, key string) (lockx.LockInfo, error) 
 	if err != nil {
 		return lockx.LockInfo{}, unavailable("lock", err)
 	}
-	if len(v.holders) == 0 {
-		return lockx.LockInfo{}, lockx.ErrNotHeld
-	}
-	e := v.holders[0]
-	info := lockx.LockInfo{Key: key, Owner: lockx.Owner(e.name), Waiters: len(v.queue), Age: age(e.value)}
-	if info.Token, err = token(e.rev); err != nil {
-		return lockx.LockInfo{}, unavailable("lock", err)
-	}
-	if info.TTL, err = b.leaseLeft(ctx, e.lease); err != nil {
-		return lockx.LockInfo{}, err
-	}
-	return info, nil
+	return b.info(ctx, key, &v)
 }
 
 // age is the time since the grant time a holder value records.

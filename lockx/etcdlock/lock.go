@@ -13,23 +13,15 @@ func lockRef(key string, owner lockx.Owner) ref {
 	return ref{kind: kindLock, key: key, name: string(owner)}
 }
 
-// lockPolicy: one holder; fair waiters queue and go in order, plain
-// waiters do not queue and yield to queued ones.
+// lockPolicy: one holder, the oldest entry; fair waiters queue and hold
+// in turn, plain waiters do not queue and yield to queued ones.
 func lockPolicy(req lockx.Request) policy {
-	name := string(req.Owner)
+	now := strconv.FormatInt(time.Now().UnixMilli(), 10) // the grant time, for Age
 	return policy{
-		fast:    true,
-		queue:   req.Fair,
-		ordered: true,
-		value:   strconv.FormatInt(time.Now().UnixMilli(), 10),
+		fast: true, headHolds: true, queue: req.Fair, ordered: true,
+		value: now, qvalue: now,
 		decide: func(v *view, q *queued) (bool, string, error) {
-			if len(v.holders) > 0 {
-				return false, "", nil
-			}
-			if len(v.queue) > 0 && v.queue[0].name != name {
-				return false, "", nil
-			}
-			return true, strconv.FormatInt(time.Now().UnixMilli(), 10), nil
+			return len(v.holders) == 0 && len(v.queue) == 0, now, nil
 		},
 	}
 }

@@ -84,3 +84,53 @@ func TestBadConfig(t *testing.T) {
 		_ = b.Close()
 	}
 }
+
+// TestQueueHeadHolds: a fair waiter that reaches the head of the queue
+// holds through its queue entry (no second write); inspection, a renewal
+// through another backend and a force release all find it there.
+func TestQueueHeadHolds(t *testing.T) {
+	cli := client(t, single)
+	p := etcdlock.WithPrefix(testPrefix())
+	a, w := lockx.New(etcdlock.New(cli, p)), lockx.New(etcdlock.New(cli, p))
+	defer a.Close()
+	defer w.Close()
+	ctx := ctxT(t, 10*time.Second)
+	k := "q:" + randHex(4)
+	l, err := a.Acquire(ctx, k, lockx.Fair())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := acquireAsync(t, w, k, 10*time.Second, lockx.Fair(), lockx.WithBackoff(10*time.Second, 10*time.Second))
+	time.Sleep(200 * time.Millisecond)
+	release(t, l)
+	var l2 *lockx.Lock
+	select {
+	case l2 = <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("queue head not granted")
+	}
+	if l2 == nil {
+		return
+	}
+	if l2.Token() <= l.Token() {
+		t.Fatalf("token %v not above %v", l2.Token(), l.Token())
+	}
+	b := etcdlock.New(cli, p)
+	defer b.Close()
+	info, err := b.Lock(ctx, k)
+	if err != nil || info.Owner != l2.Owner() || info.Token != l2.Token() || info.Waiters != 0 {
+		t.Fatalf("Lock = %+v, %v; want the queue head %s", info, err, l2.Owner())
+	}
+	if err := b.Extend(ctx, k, l2.Owner(), 40*time.Second); err != nil {
+		t.Fatalf("Extend through another backend: %v", err)
+	}
+	if d, err := b.TTL(ctx, k, l2.Owner()); err != nil || d < 30*time.Second {
+		t.Fatalf("TTL through another backend = %v, %v", d, err)
+	}
+	if _, err := lockx.ForceUnlock(ctx, b, k); err != nil {
+		t.Fatal(err)
+	}
+	if !closedWithin(l2.Lost(), 3*time.Second) {
+		t.Fatal("force-released queue head not told")
+	}
+}

@@ -164,7 +164,7 @@ func (b *Backend) NotifyLoss(key string, owner lockx.Owner, fn func()) (stop fun
 		return func() {}
 	}
 	ctx, cancel := context.WithCancel(b.ctx)
-	hkey := b.hkey(r)
+	hkey := h.key
 	timer := time.AfterFunc(b.cfg.lossDelay, func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
