@@ -8,9 +8,11 @@
 //	lockx [flags] cron JOB --every D   last runs of a cronguard job (records in the backend's result store)
 //
 // Connect with --redis URL (redis://[:password@]host:port/db, or the
-// LOCKX_REDIS_URL environment variable) or --postgres URL (LOCKX_POSTGRES_URL).
+// LOCKX_REDIS_URL environment variable), --postgres URL (LOCKX_POSTGRES_URL)
+// or --zookeeper host:port,... (LOCKX_ZOOKEEPER).
 // --prefix must match the Redis backend's prefix (default "lockx:");
-// --schema and --namespace the PostgreSQL backend's. --json prints JSON for
+// --schema and --namespace the PostgreSQL backend's; --zkroot the
+// ZooKeeper backend's root (default "/lockx"). --json prints JSON for
 // scripts: an array for ls, an object for inspect and force-unlock, one
 // array per line for watch.
 //

@@ -21,6 +21,7 @@ import (
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/lockx/redislock"
+	"github.com/lockx-go/lockx/lockx/zklock"
 )
 
 // Exit codes, documented in the package comment.
@@ -35,6 +36,7 @@ const (
 
 type options struct {
 	redisURL, postgresURL string
+	zookeeper, zkRoot     string
 	prefix                string
 	schema, namespace     string
 	json, yes             bool
@@ -79,6 +81,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 	o := &c.opts
 	fs.StringVar(&o.redisURL, "redis", getenv("LOCKX_REDIS_URL"), "Redis `URL` (env LOCKX_REDIS_URL)")
 	fs.StringVar(&o.postgresURL, "postgres", getenv("LOCKX_POSTGRES_URL"), "PostgreSQL `URL` (env LOCKX_POSTGRES_URL)")
+	fs.StringVar(&o.zookeeper, "zookeeper", getenv("LOCKX_ZOOKEEPER"), "ZooKeeper `servers`, host:port,... (env LOCKX_ZOOKEEPER)")
+	fs.StringVar(&o.zkRoot, "zkroot", zklock.DefaultRoot, "ZooKeeper root znode of the backend")
 	fs.StringVar(&o.prefix, "prefix", "lockx:", "Redis key prefix of the backend")
 	fs.StringVar(&o.schema, "schema", pglock.DefaultSchema, "PostgreSQL schema of the backend")
 	fs.StringVar(&o.namespace, "namespace", pglock.DefaultNamespace, "PostgreSQL key namespace of the backend")
@@ -122,8 +126,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 		usage(stderr, fs)
 		return exitUsage
 	}
-	if (o.redisURL == "") == (o.postgresURL == "") {
-		fmt.Fprintln(stderr, "lockx: give exactly one of --redis and --postgres (or LOCKX_REDIS_URL / LOCKX_POSTGRES_URL)")
+	if given := btoi(o.redisURL != "") + btoi(o.postgresURL != "") + btoi(o.zookeeper != ""); given != 1 {
+		fmt.Fprintln(stderr, "lockx: give exactly one of --redis, --postgres and --zookeeper (or LOCKX_REDIS_URL / LOCKX_POSTGRES_URL / LOCKX_ZOOKEEPER)")
 		return exitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -152,8 +156,24 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 	}
 }
 
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // connect opens the backend; closeFn closes it and its client.
 func (c *cli) connect(ctx context.Context) (lockx.Backend, func(), error) {
+	if z := c.opts.zookeeper; z != "" {
+		dctx, cancel := context.WithTimeout(ctx, c.opts.timeout)
+		defer cancel()
+		b, err := zklock.Dial(dctx, strings.Split(z, ","), zklock.WithRoot(c.opts.zkRoot))
+		if err != nil {
+			return nil, nil, fmt.Errorf("--zookeeper: %w", err)
+		}
+		return b, func() { _ = b.Close() }, nil
+	}
 	if u := c.opts.redisURL; u != "" {
 		ro, err := redis.ParseURL(u)
 		if err != nil {

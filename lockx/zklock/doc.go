@@ -6,8 +6,9 @@
 //	locks := lockx.New(backend) // Close closes the backend and its session
 //
 // It implements lockx.Backend, lockx.Notifier, lockx.LossNotifier,
-// lockx.RWBackend (patterns/rwlock) and lockx.SemaphoreBackend
-// (patterns/semaphore), and passes lockxtest.Run, RunRW and RunSemaphore.
+// lockx.RWBackend (patterns/rwlock), lockx.SemaphoreBackend
+// (patterns/semaphore) and lockx.Inspector (cmd/lockx --zookeeper,
+// lockx.ForceUnlock), and passes lockxtest.Run, RunRW and RunSemaphore.
 //
 // # Data model
 //

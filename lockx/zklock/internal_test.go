@@ -117,3 +117,19 @@ func TestLostCreateReply(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+func TestUnescape(t *testing.T) {
+	for _, s := range []string{"", ".", "a/b", "order:42", "ключ", "a-b", "%", "%41", "\x00\xff"} {
+		if got, ok := unescape(escape(s, true)); !ok || got != s {
+			t.Errorf("unescape(escape(%q)) = %q, %v", s, got, ok)
+		}
+		if got, ok := unescape(escape(s, false)); !ok || got != s {
+			t.Errorf("unescape(escape(%q, false)) = %q, %v", s, got, ok)
+		}
+	}
+	for _, bad := range []string{"%", "%4", "%G0", "a%"} {
+		if _, ok := unescape(bad); ok {
+			t.Errorf("unescape(%q) accepted", bad)
+		}
+	}
+}
