@@ -147,7 +147,7 @@ func TestHoldInChild(t *testing.T) {
 	url, key, _ := strings.Cut(spec, " ")
 	c := lockx.New(httplock.New(url, "key-a"))
 	defer c.Close()
-	l, err := c.Acquire(context.Background(), key, lockx.WithWatchdog(time.Second))
+	l, err := c.Acquire(context.Background(), key, lockx.WithWatchdog(2*time.Second))
 	if err != nil {
 		fmt.Println("error", err)
 		return
@@ -162,6 +162,7 @@ func TestHoldInChild(t *testing.T) {
 func TestKilledClientLosesLock(t *testing.T) {
 	for _, bc := range backends() {
 		t.Run(bc.name, func(t *testing.T) {
+			t.Parallel()
 			url := serve(t, bc.new(t))
 			key := fmt.Sprintf("killed-%d", time.Now().UnixNano())
 			cmd := exec.Command(os.Args[0], "-test.run=^TestHoldInChild$", "-test.v")
@@ -185,14 +186,14 @@ func TestKilledClientLosesLock(t *testing.T) {
 				t.Fatal("child did not take the lock")
 			}
 			c := newClient(t, url, "key-a")
-			// Alive, the child keeps its 1 s lease going past several leases.
-			if _, err := c.Acquire(ctxT(t, 10*time.Second), key, lockx.WithWait(2500*time.Millisecond)); !errors.Is(err, lockx.ErrNotAcquired) {
+			// Alive, the child keeps its 2 s lease going past its end.
+			if _, err := c.Acquire(ctxT(t, 10*time.Second), key, lockx.WithWait(3*time.Second)); !errors.Is(err, lockx.ErrNotAcquired) {
 				t.Fatalf("lock of a live child: %v", err)
 			}
 			if err := cmd.Process.Kill(); err != nil {
 				t.Fatal(err)
 			}
-			l, err := c.Acquire(ctxT(t, 10*time.Second), key, lockx.WithWait(8*time.Second))
+			l, err := c.Acquire(ctxT(t, 15*time.Second), key, lockx.WithWait(10*time.Second))
 			if err != nil {
 				t.Fatalf("lock of a killed child not freed by its lease: %v", err)
 			}
@@ -310,4 +311,34 @@ func TestServerRestartMidHold(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// bare hides every optional capability of a backend.
+type bare struct{ lockx.Backend }
+
+// Over a backend that cannot notify, watch answers 501 once, the client
+// stops asking, and waiters still get the lock (by backoff).
+func TestWithoutNotifier(t *testing.T) {
+	url := serve(t, bare{memlock.New()})
+	hb := client(t, url, "key-a")
+	ctx := ctxT(t, 10*time.Second)
+	for i := range 2 {
+		_, _, err := hb.Watch(ctx, "k", "o")
+		var he *httplock.Error
+		if !errors.Is(err, lockx.ErrUnavailable) || (i == 0) != errors.As(err, &he) {
+			t.Fatalf("watch %d over a backend without Notifier: %v", i, err)
+		}
+	}
+	c := lockx.New(hb)
+	defer c.Close()
+	l, err := c.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { time.Sleep(100 * time.Millisecond); _ = l.Release(context.Background()) }()
+	l2, err := newClient(t, url, "key-a").Acquire(ctx, "k", lockx.WithBackoff(10*time.Millisecond, 50*time.Millisecond))
+	if err != nil {
+		t.Fatalf("waiter without wake-ups: %v", err)
+	}
+	_ = l2.Release(ctx)
 }

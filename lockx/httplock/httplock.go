@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lockx-go/lockx/internal/lockxd/wire"
@@ -76,6 +77,7 @@ type Backend struct {
 	own     *http.Transport // our transport, closed by Close
 	timeout time.Duration
 	err     error
+	noWatch atomic.Bool // the server answered 501 to a watch
 
 	ctx    context.Context // ends watch streams at Close
 	cancel context.CancelFunc
@@ -190,12 +192,20 @@ func (b *Backend) call(ctx context.Context, op, method, path string, in, out any
 		_, _ = io.Copy(io.Discard, res.Body) // let the connection be reused
 		return res.StatusCode, p, nil
 	}
+	p = readProblem(res)
+	return res.StatusCode, p, b.verdict(op, res, p)
+}
+
+// readProblem decodes an error answer's problem document; a body that is
+// none gets a code made of the status text.
+func readProblem(res *http.Response) wire.Problem {
+	var p wire.Problem
 	raw, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
 	_ = json.Unmarshal(raw, &p)
 	if p.Code == "" {
 		p.Code = strings.ToLower(strings.ReplaceAll(http.StatusText(res.StatusCode), " ", "-"))
 	}
-	return res.StatusCode, p, b.verdict(op, res, p)
+	return p
 }
 
 // verdict maps a non-200 answer to the lockx error it stands for. Refusals

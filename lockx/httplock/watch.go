@@ -28,6 +28,9 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 	if b.err != nil {
 		return nil, nil, b.err
 	}
+	if b.noWatch.Load() {
+		return nil, nil, errNoWatch
+	}
 	// The stream outlives ctx, which only bounds its set-up (the Client
 	// cancels it as soon as Watch returns); it ends with cancel or Close.
 	sctx, stop := context.WithCancel(b.ctx)
@@ -47,11 +50,16 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 		return nil, nil, lockx.Unavailable("watch", err)
 	}
 	if res.StatusCode != http.StatusOK {
-		raw, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+		if res.StatusCode == http.StatusNotImplemented {
+			// The server's backend cannot notify: the Client's backoff
+			// is all there is, so stop asking.
+			b.noWatch.Store(true)
+		}
+		p := readProblem(res)
 		res.Body.Close()
 		undo()
 		stop()
-		return nil, nil, lockx.Unavailable("watch", fmt.Errorf("lockxd: watch: %d: %s", res.StatusCode, strings.TrimSpace(string(raw))))
+		return nil, nil, b.verdict("watch", res, p)
 	}
 	events := bufio.NewReader(res.Body)
 	ev, err := nextEvent(events)
@@ -100,6 +108,10 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 	}
 	return wake, cancel, nil
 }
+
+// errNoWatch is Watch's answer once the server has said that its backend
+// cannot notify (501).
+var errNoWatch = lockx.Unavailable("watch", errors.New("lockxd: the server's backend sends no wake-ups"))
 
 // nextEvent reads one server-sent event and returns its name ("message"
 // when unnamed). Comments (": ping") are skipped.
