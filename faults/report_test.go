@@ -195,7 +195,9 @@ Fuzz targets (` + "`go test -fuzz`" + `): ` + "`lockx.FuzzKey`" + ` (any key to 
 memlock: a lock or a typed ` + "`*lockx.ArgError`" + `, keys over 512 bytes refused, never
 a panic), ` + "`lockx.FuzzParseToken`" + `, ` + "`lockx.FuzzOutcome`" + ` (the stored idempotency
 outcome that memlock, redislock and pglock hand back),
-` + "`middleware.FuzzParseFencingHeaders`" + ` and ` + "`middleware.FuzzParseKey`" + ` (Idempotency-Key).
+` + "`middleware.FuzzParseFencingHeaders`" + `, ` + "`middleware.FuzzParseKey`" + ` (Idempotency-Key) and
+` + "`internal/lockxd.FuzzServeHTTP`" + ` (any request to the lock service's handler: no panic,
+no 5xx, every error problem+json).
 Their seed corpora run in every ` + "`go test`" + `; ` + "`TestFaultFuzz`" + ` fuzzes each for 60 s
 in ` + "`make faults`" + ` (` + "`LOCKX_FUZZTIME=5s`" + ` for a shorter pass; the short form skips it).
 Redis reply decoding inside redislock (owner records) is not fuzzed from here.
