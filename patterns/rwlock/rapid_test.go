@@ -6,13 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"pgregory.net/rapid"
 
-	"github.com/lockx-go/lockx/internal/testenv"
+	"github.com/lockx-go/lockx/internal/backendtest"
 	"github.com/lockx-go/lockx/lockx"
-	"github.com/lockx-go/lockx/lockx/memlock"
-	"github.com/lockx-go/lockx/lockx/redislock"
 	"github.com/lockx-go/lockx/patterns/rwlock"
 )
 
@@ -49,48 +46,38 @@ func (h *rapidHold) possiblyLive(now time.Time) bool {
 // beside a certainly-live reader or writer, a reader never beside a
 // certainly-live writer, a Release of a certainly-live hold succeeds, and
 // (on memlock) with nothing possibly live in its way a Try is granted. Leases are short (20–40 ms), so crashed holders expire within
-// the run; memlock and, when reachable, Redis.
+// the run; memlock, Redis and PostgreSQL (backendtest.Shared: one backend per client on shared state).
 //
 // Checked against a broken variant, locally and not committed: with
 // RW.acquire sending ModeRead to the backend for writers, rapid fails on
 // its first run ("granted write=true beside a live hold write=false") and
 // shrinks it to a read lock followed by a write lock.
 func TestRapidRW(t *testing.T) {
-	backends := map[string]func(t *testing.T) lockx.Backend{
-		"memlock": func(*testing.T) lockx.Backend { return memlock.New() },
-		"redis": func(t *testing.T) lockx.Backend {
-			rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
-			t.Cleanup(func() { rdb.Close() })
-			return redislock.New(rdb, redislock.WithPrefix("lockxrapid:"+string(lockx.NewOwner())[:8]+":"))
-		},
-	}
-	for _, name := range []string{"memlock", "redis"} {
+	for _, name := range backendtest.Names {
 		t.Run(name, func(t *testing.T) {
-			b := backends[name](t)
-			rapid.Check(t, func(rt *rapid.T) {
-				rapidRW(rt, b, name == "memlock")
-			})
+			mk := backendtest.Shared(t, name)
+			rapid.Check(t, func(rt *rapid.T) { rapidRW(rt, mk, name == "memlock") })
 		})
 	}
 }
 
 // strict adds the liveness check that a Try with nothing possibly live in
-// its way is granted. It holds on memlock; on Redis a Try can be refused for
+// its way is granted. It holds on memlock; on Redis and PostgreSQL a Try can be refused for
 // a short while after the holds in its way are gone (a refused fair Try
 // leaves a queue entry until its queue TTL). Safety and the clean release of
 // a hold the client still counted as live when the backend answered are
-// checked on both, with no clock margin: Redis leases run on the server's
+// checked on all three, with no clock margin: Redis leases run on the server's
 // clock in whole milliseconds, rounded up from the grant (lease_end in
 // pattern_queue.lua), so they never end before start+lease. (They used to
 // be rounded down, ending up to 1 ms early, and the release check used the
 // time before the call, which a slow reply outlived: a 5 ms margin on Redis
 // covered both.)
-func rapidRW(t *rapid.T, b lockx.Backend, strict bool) {
+func rapidRW(t *rapid.T, newBackend func() lockx.Backend, strict bool) {
 	ctx := context.Background()
 	const nClients = 3
 	clients := make([]*lockx.Client, nClients)
 	for i := range clients {
-		clients[i] = lockx.New(b)
+		clients[i] = lockx.New(newBackend())
 	}
 	defer func() {
 		for _, c := range clients {
@@ -177,7 +164,7 @@ func rapidRW(t *rapid.T, b lockx.Backend, strict bool) {
 		"crash": func(t *rapid.T) {
 			i := rapid.IntRange(0, nClients-1).Draw(t, "client")
 			clients[i].Close() // releases what it holds; its leases stop
-			clients[i] = lockx.New(b)
+			clients[i] = lockx.New(newBackend())
 			for j := len(holds) - 1; j >= 0; j-- {
 				if holds[j].client == i {
 					if holds[j].lease > 0 {

@@ -6,13 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"pgregory.net/rapid"
 
-	"github.com/lockx-go/lockx/internal/testenv"
+	"github.com/lockx-go/lockx/internal/backendtest"
 	"github.com/lockx-go/lockx/lockx"
-	"github.com/lockx-go/lockx/lockx/memlock"
-	"github.com/lockx-go/lockx/lockx/redislock"
 	"github.com/lockx-go/lockx/patterns/semaphore"
 )
 
@@ -56,34 +53,26 @@ func (h *rapidPermit) possiblyLive(now time.Time) bool {
 // over-limit grant within a few runs and shrinks it to the minimal
 // sequence (fill the limit, take one more).
 func TestRapidSemaphore(t *testing.T) {
-	backends := map[string]func(t *testing.T) lockx.Backend{
-		"memlock": func(*testing.T) lockx.Backend { return memlock.New() },
-		"redis": func(t *testing.T) lockx.Backend {
-			rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
-			t.Cleanup(func() { rdb.Close() })
-			return redislock.New(rdb, redislock.WithPrefix("lockxrapid:"+string(lockx.NewOwner())[:8]+":"))
-		},
-	}
-	for _, name := range []string{"memlock", "redis"} {
+	for _, name := range backendtest.Names {
 		t.Run(name, func(t *testing.T) {
-			b := backends[name](t)
-			rapid.Check(t, func(rt *rapid.T) { rapidSemaphore(rt, b, name == "memlock") })
+			mk := backendtest.Shared(t, name)
+			rapid.Check(t, func(rt *rapid.T) { rapidSemaphore(rt, mk, name == "memlock") })
 		})
 	}
 }
 
 // strict adds the liveness check that a TryAcquireN that fits beside
-// everything possibly live is granted; on Redis a refused fair Try may leave
+// everything possibly live is granted; on Redis and PostgreSQL a refused fair Try may leave
 // a queue entry until its queue TTL. Safety and the clean release of a
 // permit the client still counted as live when the backend answered are
-// checked on both, with no clock margin (Redis lease ends are rounded up to
+// checked on all three, with no clock margin (Redis lease ends are rounded up to
 // the server's next millisecond; see rapidRW in patterns/rwlock).
-func rapidSemaphore(t *rapid.T, b lockx.Backend, strict bool) {
+func rapidSemaphore(t *rapid.T, newBackend func() lockx.Backend, strict bool) {
 	ctx := context.Background()
 	const nClients = 3
 	clients := make([]*lockx.Client, nClients)
 	for i := range clients {
-		clients[i] = lockx.New(b)
+		clients[i] = lockx.New(newBackend())
 	}
 	defer func() {
 		for _, c := range clients {
@@ -165,7 +154,7 @@ func rapidSemaphore(t *rapid.T, b lockx.Backend, strict bool) {
 		"crash": func(t *rapid.T) {
 			i := rapid.IntRange(0, nClients-1).Draw(t, "client")
 			clients[i].Close() // releases what it holds; its leases stop
-			clients[i] = lockx.New(b)
+			clients[i] = lockx.New(newBackend())
 			for j := len(held) - 1; j >= 0; j-- {
 				if held[j].client == i {
 					if held[j].lease > 0 {
