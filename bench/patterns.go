@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/memlock"
+	"github.com/lockx-go/lockx/lockx/zklock"
 	"github.com/lockx-go/lockx/patterns/rwlock"
 	"github.com/lockx-go/lockx/patterns/semaphore"
 )
@@ -70,6 +71,17 @@ func patBackends() []patBackend {
 				return nil, nil, err
 			}
 			return b, pool.Close, nil
+		}},
+		{"ZooKeeper", func(ctx context.Context, e *Env) (lockx.Backend, func(), error) {
+			addr, err := e.ZooKeeper(ctx)
+			if err != nil {
+				return nil, nil, err
+			}
+			b, err := zklock.Dial(ctx, []string{addr}, zklock.WithRoot("/lockxbench"))
+			if err != nil {
+				return nil, nil, err
+			}
+			return b, func() { _ = b.Close() }, nil
 		}},
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -187,7 +188,9 @@ func (b *Backend) onEvent(ev zk.Event) {
 		b.debug("zklock: session state", "state", ev.State.String(), "server", ev.Server)
 	case zk.EventNodeDeleted:
 		b.onNodeEvent(ev.Path, true)
-	case zk.EventNodeDataChanged, zk.EventNodeCreated, zk.EventNodeChildrenChanged, zk.EventNotWatching:
+	case zk.EventNodeChildrenChanged:
+		b.onChildren(ev.Path)
+	case zk.EventNodeDataChanged, zk.EventNodeCreated, zk.EventNotWatching:
 		b.onNode(ev.Path)
 	}
 }
@@ -317,6 +320,45 @@ func (b *Backend) onNodeEvent(path string, deleted bool) {
 		ws = append(ws, b.wakesLocked(e)...)
 	}
 	delete(b.watched, path)
+	b.mu.Unlock()
+	for _, w := range ws {
+		notify(w)
+	}
+}
+
+// onChildren handles a change among a semaphore's nodes. Only a prefix of
+// the queue can be granted, so it wakes this Backend's waiters in queue
+// order while their permits fit in the largest limit they asked with,
+// plus every non-fair waiter; the others stay registered for the next
+// change (the woken ones set the watch again with their listing).
+func (b *Backend) onChildren(path string) {
+	b.mu.Lock()
+	delete(b.armed, path)
+	set := b.watched[path]
+	waiting := make([]*entry, 0, len(set))
+	var limit int64
+	for e := range set {
+		waiting = append(waiting, e)
+		limit = max(limit, e.limit)
+	}
+	sort.Slice(waiting, func(i, j int) bool { return waiting[i].seq < waiting[j].seq })
+	var ws []chan struct{}
+	var sum int64
+	for i, e := range waiting {
+		fits := sum+e.count <= limit
+		if e.fair {
+			sum += e.count
+		}
+		if i > 0 && !fits && e.fair {
+			continue
+		}
+		delete(set, e)
+		e.pred = ""
+		ws = append(ws, b.wakesLocked(e)...)
+	}
+	if len(set) == 0 {
+		delete(b.watched, path)
+	}
 	b.mu.Unlock()
 	for _, w := range ws {
 		notify(w)

@@ -67,6 +67,8 @@ type entry struct {
 	pred     string // the node (or, for semaphores, directory) watched for us
 	headPred bool   // pred was the lowest node and ours the next (plain locks)
 	headGone bool   // and pred has been deleted since: we are the lowest
+	count    int64  // semaphore waiter: permits asked for
+	limit    int64  // and the limit asked with
 	loss     map[*lossReg]struct{}
 }
 

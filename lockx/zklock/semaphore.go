@@ -18,9 +18,12 @@ import (
 // in one transaction with a write to the directory conditional on the
 // directory's data version seen in that listing: two grants that saw the
 // same state cannot both commit, the loser looks again. The write's zxid —
-// the H node's czxid — is the permit's token. Waiters watch the
-// directory's children (one watch per Backend), so every change wakes this
-// Backend's waiters of the semaphore to look again.
+// the H node's czxid — is the permit's token. Grants on one key are thus
+// serialised (one per directory version), which bounds a semaphore's grant
+// rate to about one listing plus one fsynced write per grant. Waiters
+// watch the directory's children (one watch per Backend); a change wakes
+// this Backend's waiters in queue order as far as their permits could fit
+// (and every non-fair waiter), the rest wait for the next change.
 
 // AcquirePermits implements lockx.SemaphoreBackend.
 func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (lockx.Result, error) {
@@ -60,7 +63,7 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 			return lockx.Result{}, lockx.Unavailable("acquire", err)
 		}
 		b.mu.Lock()
-		mySeq, queued := e.seq, e.path != ""
+		mySeq, queued, q := e.seq, e.path != "", e.path
 		b.mu.Unlock()
 		var inUse, ahead int64
 		for _, n := range nodes {
@@ -72,27 +75,32 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 			}
 		}
 		if inUse+ahead+req.Count <= req.Limit {
-			c, err := b.multiCreate(e.dir,
+			// One transaction: the version check, the H node, and the
+			// waiter's Q node gone (so it is never counted twice or not at
+			// all).
+			ops := []any{
 				&zk.SetDataRequest{Path: e.dir, Version: version},
-				&zk.CreateRequest{Path: e.dir + "/" + escape(string(req.Owner), false) + "-H" + strconv.FormatInt(req.Count, 10) + "-", Acl: b.acl, Flags: zk.FlagEphemeralSequential})
-			if errors.Is(err, zk.ErrBadVersion) {
-				continue // another grant or a new directory since the listing: look again
+				&zk.CreateRequest{Path: e.dir + "/" + escape(string(req.Owner), false) + "-H" + strconv.FormatInt(req.Count, 10) + "-", Acl: b.acl, Flags: zk.FlagEphemeralSequential},
 			}
-			if err != nil {
+			if queued {
+				ops = append(ops, &zk.DeleteRequest{Path: q, Version: -1})
+			}
+			c, err := b.multiCreate(e.dir, ops...)
+			switch {
+			case errors.Is(err, zk.ErrBadVersion):
+				continue // another grant since the listing: look again
+			case errors.Is(err, zk.ErrNoNode) && queued:
+				b.mu.Lock()
+				e.path = "" // our Q node was deleted (force-released): look again
+				b.mu.Unlock()
+				continue
+			case err != nil:
 				b.createFailed(e, err, start.Add(max(req.Lease, queueTTL)))
 				return lockx.Result{}, lockx.Unavailable("acquire", err)
 			}
 			b.mu.Lock()
-			q := e.path
 			e.path, e.seq = c.path, c.seq
 			b.mu.Unlock()
-			if q != "" {
-				if err := b.conn.Delete(q, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
-					b.mu.Lock()
-					b.orphans = append(b.orphans, q)
-					b.mu.Unlock()
-				}
-			}
 			return b.grant(e, start, req.Lease, c.token), nil
 		}
 		if !req.Wait {
@@ -112,6 +120,9 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 			e.path, e.seq = path, n.seq
 			b.mu.Unlock()
 		}
+		b.mu.Lock()
+		e.count, e.limit = req.Count, req.Limit
+		b.mu.Unlock()
 		return b.refuse(e, req.Fair, queueTTL), nil
 	}
 	return lockx.Result{}, lockx.Unavailable("acquire", errQueueChurn)
