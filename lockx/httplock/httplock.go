@@ -81,7 +81,9 @@ type Backend struct {
 
 	ctx    context.Context // ends watch streams at Close
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // watch stream readers
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup // watch stream readers; Add under mu, before closed
 }
 
 // New returns a Backend that talks to the lockxd at endpoint (e.g.
@@ -122,6 +124,9 @@ func New(endpoint, apiKey string, opts ...Option) *Backend {
 // client, closes its idle connections. Locks stay with the server under
 // their leases: release them first (lockx.Client.Close does).
 func (b *Backend) Close() error {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
 	b.cancel()
 	b.wg.Wait()
 	if b.own != nil {

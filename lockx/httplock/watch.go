@@ -74,10 +74,18 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 		}
 		return nil, nil, lockx.Unavailable("watch", err)
 	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		res.Body.Close()
+		stop()
+		return nil, nil, lockx.Unavailable("watch", errors.New("httplock: backend closed"))
+	}
+	b.wg.Add(1)
+	b.mu.Unlock()
 	wake := make(chan struct{}, 1)
 	done := make(chan struct{})
 	var ended atomic.Bool
-	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
 		defer close(done)
