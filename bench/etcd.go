@@ -20,8 +20,8 @@ const (
 	nameEtcdRaw       = "etcd concurrency.Mutex (its recipe: one session lease, put + read the head, delete)"
 	nameEtcdLockx     = "lockx Acquire + Release (etcdlock)"
 	nameEtcdHotRaw    = "etcd concurrency.Mutex (blocks on its predecessor's watch)"
-	nameEtcdHotLockx  = "lockx Acquire (etcdlock, defaults)"
-	nameEtcdHotFair   = "lockx Acquire Fair (etcdlock: queue, predecessor watch)"
+	nameEtcdHotLockx  = "lockx Acquire (etcdlock, defaults: every waiter queues)"
+	nameEtcdHotFair   = "lockx Acquire Fair (etcdlock)"
 	etcdUncontendedNs = 16
 )
 
@@ -52,12 +52,13 @@ func etcdClient(ctx context.Context, e *Env) (*clientv3.Client, error) {
 // etcdRawLocker is etcd's own lock recipe: one session (a lease kept alive
 // by the client) shared by the goroutines, a Mutex per lock.
 type etcdRawLocker struct {
-	cli *clientv3.Client
-	s   *concurrency.Session
+	cli    *clientv3.Client
+	s      *concurrency.Session
+	prefix string
 }
 
 func (l *etcdRawLocker) Lock(ctx context.Context, key string) (func(context.Context) error, error) {
-	m := concurrency.NewMutex(l.s, "/lockxbench-raw/"+key)
+	m := concurrency.NewMutex(l.s, l.prefix+"raw/"+key)
 	if err := m.Lock(ctx); err != nil {
 		return nil, err
 	}
@@ -77,7 +78,7 @@ func (l *etcdRawLocker) Close() error {
 	return l.cli.Close()
 }
 
-func openEtcdRaw(ctx context.Context, e *Env) (Locker, error) {
+func openEtcdRaw(ctx context.Context, e *Env, prefix string) (Locker, error) {
 	cli, err := etcdClient(ctx, e)
 	if err != nil {
 		return nil, err
@@ -87,25 +88,32 @@ func openEtcdRaw(ctx context.Context, e *Env) (Locker, error) {
 		cli.Close()
 		return nil, fmt.Errorf("etcd session: %w", err)
 	}
-	return &etcdRawLocker{cli: cli, s: s}, nil
+	return &etcdRawLocker{cli: cli, s: s, prefix: prefix}, nil
 }
 
-func openEtcdLockx(ctx context.Context, e *Env, opts ...lockx.Option) (Locker, error) {
+// openEtcdLockx opens a lockx client over etcdlock under prefix: each case
+// run gets a prefix of its own, so that entries a case leaves behind (a
+// waiter cut off by the end of its case, until its queue TTL) cannot hold
+// up the next one.
+func openEtcdLockx(ctx context.Context, e *Env, prefix string, opts ...lockx.Option) (Locker, error) {
 	cli, err := etcdClient(ctx, e)
 	if err != nil {
 		return nil, err
 	}
-	return &lockxLocker{c: lockx.New(etcdlock.New(cli, etcdlock.WithPrefix("/lockxbench/"))), opts: opts, close: cli.Close}, nil
+	return &lockxLocker{c: lockx.New(etcdlock.New(cli, etcdlock.WithPrefix(prefix))), opts: opts, close: cli.Close}, nil
 }
+
+// etcdRunPrefix is a key prefix no earlier case run used.
+func etcdRunPrefix() string { return fmt.Sprintf("/lockxbench/%d/", time.Now().UnixNano()) }
 
 func etcdCases() []*Case {
 	var cs []*Case
 	for _, n := range []int{1, etcdUncontendedNs} {
 		group := groupGoroutines(n)
-		pairs := func(name string, baseline bool, open func(ctx context.Context, e *Env) (Locker, error)) *Case {
+		pairs := func(name string, baseline bool, open func(ctx context.Context, e *Env, prefix string) (Locker, error)) *Case {
 			return &Case{Section: etcdSection, Group: group, Name: name, Baseline: baseline, Quick: n > 1,
 				Run: func(ctx context.Context, e *Env, p Params) (Sample, error) {
-					lk, err := open(ctx, e)
+					lk, err := open(ctx, e, etcdRunPrefix())
 					if err != nil {
 						return nil, err
 					}
@@ -119,16 +127,17 @@ func etcdCases() []*Case {
 		}
 		cs = append(cs,
 			pairs(nameEtcdRaw, true, openEtcdRaw),
-			pairs(nameEtcdLockx, false, func(ctx context.Context, e *Env) (Locker, error) {
-				return openEtcdLockx(ctx, e, lockx.WithLease(benchLease))
+			pairs(nameEtcdLockx, false, func(ctx context.Context, e *Env, prefix string) (Locker, error) {
+				return openEtcdLockx(ctx, e, prefix, lockx.WithLease(benchLease))
 			}))
 	}
-	hot := func(name string, baseline bool, open func(ctx context.Context, e *Env) (Locker, error)) *Case {
+	hot := func(name string, baseline bool, open func(ctx context.Context, e *Env, prefix string) (Locker, error)) *Case {
 		return &Case{Section: etcdHotSection, Group: hotGroup, Name: name, Baseline: baseline, Quick: true,
 			Run: func(ctx context.Context, e *Env, p Params) (Sample, error) {
+				prefix := etcdRunPrefix()
 				lks := make([]Locker, hotClients)
 				for i := range lks {
-					lk, err := open(ctx, e)
+					lk, err := open(ctx, e, prefix)
 					if err != nil {
 						closeAll(lks)
 						return nil, err
@@ -141,9 +150,11 @@ func etcdCases() []*Case {
 	}
 	cs = append(cs,
 		hot(nameEtcdHotRaw, true, openEtcdRaw),
-		hot(nameEtcdHotLockx, false, func(ctx context.Context, e *Env) (Locker, error) { return openEtcdLockx(ctx, e) }),
-		hot(nameEtcdHotFair, false, func(ctx context.Context, e *Env) (Locker, error) {
-			return openEtcdLockx(ctx, e, lockx.Fair())
+		hot(nameEtcdHotLockx, false, func(ctx context.Context, e *Env, prefix string) (Locker, error) {
+			return openEtcdLockx(ctx, e, prefix)
+		}),
+		hot(nameEtcdHotFair, false, func(ctx context.Context, e *Env, prefix string) (Locker, error) {
+			return openEtcdLockx(ctx, e, prefix, lockx.Fair())
 		}),
 	)
 	return cs

@@ -151,14 +151,14 @@ var sections = []section{
 	{
 		key:   etcdSection,
 		title: "etcd: uncontended acquire + release",
-		intro: "One etcd 3.7 member started in the benchmark's process (go.etcd.io/etcd/server/v3/embed, default durability: the write-ahead log fsynced), one client shared by the goroutines, each on its own key. Raw: etcd's own recipe (client/v3/concurrency: one session whose lease the client keeps alive, NewMutex + Lock + Unlock: a put-if-absent transaction with a read of the head, and a delete: 2 round trips, both writes). lockx etcdlock with WithLease, so no watchdog: a lease grant and a put-if-empty transaction to acquire, a lease revoke to release: 3 round trips, all writes, because every lock has a lease of its own.",
+		intro: "One etcd 3.7 member started in the benchmark's process (go.etcd.io/etcd/server/v3/embed, default durability: the write-ahead log fsynced), one client shared by the goroutines, each on its own key. Raw: etcd's own recipe (client/v3/concurrency: one session whose lease the client keeps alive, NewMutex + Lock + Unlock: a put-if-absent transaction with a read of the head, and a delete: 2 round trips, both writes). lockx etcdlock with WithLease, so no watchdog: a put-if-empty transaction on a lease of the lock's own (a spare one left by an earlier release, renewed by a keep-alive sent alongside when it is due; a new grant only when none is spare) and a delete checked against the create revision: 2 round trips, both writes, as raw.",
 		cols:  []col{colRate("pairs/s"), colP50, colP99, colFail},
 		ratio: mRate, ratioHeader: "× raw (per run)",
 	},
 	{
 		key:   etcdHotSection,
 		title: "etcd: one hot key, 16 independent clients",
-		intro: "16 clients, each with its own etcd client (and, raw, its own session), lock one key, release it at once and lock again. Raw: every waiter queues (a key each) and watches its predecessor. lockx plain: waiters watch the holder and compete when it goes; lockx Fair: waiters queue and each watches its predecessor, as raw. Handoffs and waits as in the Redis hot-key table.",
+		intro: "16 clients, each with its own etcd client (and, raw, its own session), lock one key, release it at once and lock again. Raw: every waiter queues (a key each) and watches its predecessor; the head holds when its predecessor is deleted. lockx etcdlock does the same, plain or Fair (a plain waiter's entry is withdrawn 250 ms after it stops waiting); a waiter at the head holds at once and takes the lock with one read. Handoffs and waits as in the Redis hot-key table.",
 		cols: []col{colRate("handoffs/s"), {mP50, "wait p50 ms", false}, {mP99, "wait p99 ms", true},
 			{mMax, "wait max ms", false}, {mFails, "failed calls", false}, colViol},
 		ratio: mRate, ratioHeader: "× raw (per run)",

@@ -27,7 +27,8 @@ type Backend struct {
 
 	mu      sync.Mutex
 	closed  bool
-	pool    map[int64][]lease // spare leases by TTL (leases.go)
+	pool    map[int64][]lease    // spare leases by TTL (leases.go)
+	hot     map[string]time.Time // directories with a recent refusal
 	held    map[ref]*held
 	queued  map[ref]*queued
 	waiters map[waitKey]*waiter
@@ -61,7 +62,7 @@ func New(cli *clientv3.Client, opts ...Option) *Backend {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Backend{
 		cli: cli, cfg: cfg, ctx: ctx, cancel: cancel,
-		held: make(map[ref]*held), pool: make(map[int64][]lease), queued: make(map[ref]*queued), waiters: make(map[waitKey]*waiter),
+		held: make(map[ref]*held), pool: make(map[int64][]lease), hot: make(map[string]time.Time), queued: make(map[ref]*queued), waiters: make(map[waitKey]*waiter),
 	}
 }
 
@@ -91,6 +92,9 @@ func (b *Backend) Close() error {
 			spares = append(spares, l.id)
 		}
 	}
+	for _, q := range b.queued { // waiters of a closing backend wait no more
+		spares = append(spares, q.lease.id)
+	}
 	b.pool = nil
 	b.mu.Unlock()
 	for _, w := range ws {
@@ -112,6 +116,36 @@ func (b *Backend) Close() error {
 	b.cancel()
 	b.wg.Wait()
 	return nil
+}
+
+// hotFor is how long a refusal marks a directory as contended: attempts
+// on it read before they write, since a put-if-empty would most likely be
+// a write wasted.
+const hotFor = time.Second
+
+func (b *Backend) markHot(dir string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.hot) > 10000 { // forget old marks rather than grow
+		now := time.Now()
+		for d, t := range b.hot {
+			if now.Sub(t) > hotFor {
+				delete(b.hot, d)
+			}
+		}
+	}
+	b.hot[dir] = time.Now()
+}
+
+func (b *Backend) isHot(dir string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t, ok := b.hot[dir]
+	if ok && time.Since(t) > hotFor {
+		delete(b.hot, dir)
+		return false
+	}
+	return ok
 }
 
 // kinds of entries: each has its own namespace of keys.
@@ -153,10 +187,11 @@ type held struct {
 
 // queued is a queue entry <dir>q/<name> this backend wrote for a waiter.
 type queued struct {
-	rev   int64
-	lease lease
-	ttl   time.Duration // the queue TTL the waiter asked for
-	timer *time.Timer   // withdraws the entry ttl after the last refresh
+	rev     int64
+	lease   lease
+	ttl     time.Duration // the queue TTL the waiter asked for
+	touched time.Time     // the waiter's last attempt
+	timer   *time.Timer   // withdraws the entry ttl after the last refresh
 }
 
 // entry is one key of a directory as read.
@@ -366,6 +401,7 @@ func (b *Backend) addQueued(r ref, q *queued) {
 		old.timer.Stop()
 	}
 	b.queued[r] = q
+	q.touched = time.Now()
 	q.timer = time.AfterFunc(q.ttl, func() {
 		b.mu.Lock()
 		if b.queued[r] != q {
@@ -389,6 +425,7 @@ func (b *Backend) refreshed(q *queued, sent time.Time, ttl int64) {
 	if q.lease.ttl > 0 && !sent.IsZero() {
 		q.lease.until = sent.Add(time.Duration(q.lease.ttl) * time.Second)
 	}
+	q.touched = time.Now()
 	q.timer.Reset(q.ttl)
 }
 

@@ -16,32 +16,34 @@
 // # How a lock is held
 //
 // All entries of a key live in one directory, <prefix>l<len>:<key>/ (the
-// length keeps "a" and "a/b" apart). The holder is the key
-// <dir>h/<owner>, put on a lease of its own in a transaction that succeeds
-// only if the directory is empty — or, for a waiter, only if no holder
-// appeared since it last looked and its queue entry is still the one it
-// wrote. Its create revision is the fencing token: etcd's revision counter
-// rises with every write to the cluster, across failovers, so every later
-// grant of any key has a larger one, with no per-key state to keep.
+// length keeps "a" and "a/b" apart). The holder is the oldest entry of the
+// directory: <dir>h/<owner>, put by a transaction that succeeds only if
+// the directory is empty, or the head of the queue (below). Its create
+// revision is the fencing token: etcd's revision counter rises with every
+// write to the cluster, across elections and restarts, and every later
+// holder's entry is created later, so tokens rise with no per-key state.
 //
-// Every grant has its own lease, with the TTL the caller asked for rounded
-// up to whole seconds (etcd leases count seconds, and a cluster raises TTLs
-// below its minimum, 1.5 election timeouts). That answers etcd#6111 (a TTL
-// per session in etcd's concurrency package): a 1 s lock and a 30 s lock of
-// one process expire on their own schedules. The lease the caller asked for
-// is also kept to the millisecond by the holder's Backend, which revokes the
-// lease when it runs out unrenewed; etcd's lease, never shorter, frees the
-// lock when the holder's process is gone.
+// Every entry has a lease of its own, with the TTL the caller asked for
+// rounded up to whole seconds (etcd's unit; a cluster raises TTLs below
+// 1.5 election timeouts), plus an eighth from 8 s on. That answers
+// etcd#6111 (a TTL per session in etcd's concurrency package): a 1 s lock
+// and a 30 s lock of one process expire on their own schedules. The lease
+// the caller asked for is kept to the millisecond by the holder's Backend,
+// which deletes a lock whose lease lapsed unrenewed; etcd's lease, never
+// shorter, frees the lock when the holder's process is gone. Leases cost a
+// raft write to grant, so a Backend reuses the leases its released entries
+// leave behind for its next entries of the same TTL, with a keep-alive
+// sent alongside the put when the spare is not fresh enough.
 //
-// Release revokes the grant's lease, which deletes the key; the Backend
-// remembers the lease it was granted, and another process finds it on the
-// key. Lease ids are never reused, so a release that is retried after its
-// first try went through cannot remove a newer grant of the same key, even
-// to the same owner (etcd#22082). Extend is a keep-alive of the lease, or,
-// when the new lease is longer than the lease's TTL, a move of the key to a
-// new lease in a transaction that checks the create revision (so the token
-// stays). The lockx watchdog drives these renewals (ExtendMany runs them
-// concurrently), in place of etcd's own keep-alive loop.
+// Release deletes the entry in a transaction that compares its create
+// revision, so a release retried after its first try went through cannot
+// remove a newer grant of the same key, even to the same owner
+// (etcd#22082). A release through another Backend (a force release)
+// revokes the lease found on the entry. Extend is a keep-alive of the
+// lease, or a move to a longer lease in a transaction that checks the
+// create revision (so the token stays). The lockx watchdog drives these
+// renewals (ExtendMany runs them concurrently), in place of etcd's own
+// keep-alive loop.
 //
 // # Loss
 //
@@ -55,23 +57,27 @@
 //
 // # Waiting
 //
-// Fair waiters (lockx.Fair) write a queue entry <dir>q/<owner> on a lease
-// of their queue TTL, which each attempt renews: a waiter that stops
-// refreshing leaves the queue (its Backend withdraws it after the queue
-// TTL; etcd drops it when its lease ends if the process is gone), and a
-// waiter whose entry vanished queues again at its next attempt instead of
-// waiting for ever (etcd#19597). The queue is ordered by create revision;
-// each waiter watches only the entry just ahead of it, and the head watches
-// the holder, so a release wakes one waiter. Plain waiters do not queue:
-// they watch the holder and compete when it goes, and they yield to queued
-// fair waiters. A watch starts at the revision the attempt read, so a
-// release between the attempt and the wait is never missed.
+// Waiters write a queue entry <dir>q/<owner> on a lease of their queue
+// TTL, which their attempts renew. The queue is ordered by create revision;
+// each waiter watches only the entry just ahead of it, from the revision
+// its attempt read, so a release wakes one waiter and none is missed. The
+// head of the queue holds as soon as everything older is gone, without a
+// write (etcd's own recipe): a handoff costs the release and the head's
+// read. Every waiter queues, fair or not; the lockx Client withdraws fair
+// waiters that give up, and a plain waiter's entry is withdrawn 250 ms
+// after its last wait ended. A waiter that stops refreshing leaves the
+// queue after its queue TTL (its Backend withdraws it; etcd drops it with
+// its lease if the process is gone), and a waiter whose entry vanished
+// queues again at its next attempt instead of waiting for ever
+// (etcd#19597).
 //
 // # Read/write locks and semaphores
 //
 // Read and write holds are entries <prefix>rw<len>:<key>/h/r<owner> and
 // …/h/w<owner>; permit holds are <prefix>s<len>:<key>/h/<owner> with the
-// count as value. Each has its own lease, as locks do. A grant is decided
+// count as value; their waiters queue under q/ as lock waiters do, and a
+// granted waiter's queue entry is replaced by a holder entry. Each has its
+// own lease, as locks do. A grant is decided
 // from a read of the directory and committed by a transaction that checks
 // that no holder has been added or changed since that read (deleted
 // holders only free room), so decisions stay exact across processes. A

@@ -74,7 +74,7 @@ func (b *Backend) attempt(ctx context.Context, r ref, req lockx.Request, p polic
 	var v view
 	// An attempt that may have to queue reads first: the fast path's
 	// transaction would be a write wasted on a contended key.
-	if p.fast && q == nil && !(req.Fair && req.Wait) && !b.waiting(req.Key, req.Owner) {
+	if p.fast && q == nil && !b.waiting(req.Key, req.Owner) && !b.isHot(dir) {
 		resp, l, refreshErr, err := b.leasedTxn(ctx, req.Lease, func(id clientv3.LeaseID) clientv3.Txn {
 			return b.cli.Txn(ctx).
 				If(clientv3.Compare(clientv3.CreateRevision(dir), "=", 0).WithPrefix()).
@@ -149,6 +149,7 @@ func (b *Backend) attempt(ctx context.Context, r ref, req lockx.Request, p polic
 			q = nil
 		}
 	}
+	b.markHot(dir)
 	if req.Wait && p.queue && q == nil {
 		var err error
 		if q, err = b.enqueue(ctx, r, qkey, p.qvalue, req); err != nil {
@@ -432,7 +433,10 @@ func (b *Backend) release(ctx context.Context, r ref) error {
 		}
 	}
 	if h != nil {
-		ok, err := b.deleteEntry(ctx, h.key, h.rev, h.lease)
+		b.mu.Lock() // a concurrent renewal may be moving the lease
+		l := h.lease
+		b.mu.Unlock()
+		ok, err := b.deleteEntry(ctx, h.key, h.rev, l)
 		switch {
 		case err != nil:
 			return err

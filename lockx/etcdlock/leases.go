@@ -85,6 +85,12 @@ func (b *Backend) giveBack(l lease) {
 		b.revokeLater(l.id)
 		return
 	}
+	for _, p := range b.pool[l.ttl] {
+		if p.id == l.id { // given back twice (a release racing a renewal's move): one entry per lease
+			b.mu.Unlock()
+			return
+		}
+	}
 	b.pool[l.ttl] = append(b.pool[l.ttl], l)
 	b.mu.Unlock()
 }

@@ -13,12 +13,13 @@ func lockRef(key string, owner lockx.Owner) ref {
 	return ref{kind: kindLock, key: key, name: string(owner)}
 }
 
-// lockPolicy: one holder, the oldest entry; fair waiters queue and hold
-// in turn, plain waiters do not queue and yield to queued ones.
+// lockPolicy: one holder, the oldest entry; waiters queue and hold in
+// turn, fair or not (a plain waiter's entry is withdrawn shortly after it
+// stops waiting, see withdrawLater).
 func lockPolicy(req lockx.Request) policy {
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10) // the grant time, for Age
 	return policy{
-		fast: true, headHolds: true, queue: req.Fair, ordered: true,
+		fast: true, headHolds: true, queue: true, ordered: true,
 		value: now, qvalue: now,
 		decide: func(v *view, q *queued) (bool, string, error) {
 			return len(v.holders) == 0 && len(v.queue) == 0, now, nil

@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 	// them at once than the default of one per CPU, unless told otherwise.
 	flag.Parse()
 	if f := flag.Lookup("test.parallel"); f != nil && !isSet("test.parallel") {
-		_ = f.Value.Set("8")
+		_ = f.Value.Set("4")
 	}
 	c, err := etcdtest.Start(etcdtest.Config{})
 	if err != nil {

@@ -61,9 +61,44 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 			}
 			b.mu.Unlock()
 			w.stop()
+			b.withdrawLater(k)
 		})
 	}
 	return w.ch, cancel, nil
+}
+
+// cancelGrace is how long a lock's queue entry outlives the end of its
+// waiter's wait. The Client withdraws fair waiters itself (Release); a
+// plain waiter whose context ended just stops, and its entry would hold
+// up the queue until its queue TTL. A waiter that goes on waiting
+// registers again at once, well within the grace.
+const cancelGrace = 250 * time.Millisecond
+
+// withdrawLater withdraws k's lock queue entry if k neither waits nor
+// tries again within cancelGrace.
+func (b *Backend) withdrawLater(k waitKey) {
+	r := lockRef(k.key, k.owner)
+	if b.getQueued(r) == nil {
+		return
+	}
+	time.AfterFunc(cancelGrace, func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		q := b.queued[r]
+		if b.closed || q == nil || b.waiters[k] != nil || time.Since(q.touched) < cancelGrace {
+			return
+		}
+		delete(b.queued, r)
+		q.timer.Stop()
+		rev, l := q.rev, q.lease
+		b.wg.Add(1)
+		go func() {
+			defer b.wg.Done()
+			ctx, cancel := context.WithTimeout(b.ctx, b.cfg.opTimeout)
+			defer cancel()
+			_, _ = b.deleteEntry(ctx, b.qkey(r), rev, l)
+		}()
+	})
 }
 
 // waiting reports whether owner has a Watch registration for key: its
