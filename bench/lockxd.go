@@ -68,16 +68,8 @@ func redisLockxd(ctx context.Context, e *Env, poolSize int) (*lockxdService, err
 
 // pgLockxd starts lockxd over pglock with its own pool.
 func pgLockxd(ctx context.Context, e *Env, conns int) (*lockxdService, error) {
-	if _, err := newPGBackend(nil); errors.Is(err, errSkip) {
-		return nil, err
-	}
-	pool, err := e.PG(ctx, conns)
+	b, pool, err := openPGBackend(ctx, e, conns)
 	if err != nil {
-		return nil, err
-	}
-	b, err := newPGBackend(pool)
-	if err != nil {
-		pool.Close()
 		return nil, err
 	}
 	return startLockxd(b, func() error { err := b.Close(); pool.Close(); return err }), nil

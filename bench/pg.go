@@ -98,6 +98,23 @@ func (l *pgRawLocker) Lock(ctx context.Context, key string) (func(context.Contex
 
 func (l *pgRawLocker) Close() error { l.conn.Release(); return nil }
 
+// openPGBackend returns pglock over a pool of its own of conns connections.
+func openPGBackend(ctx context.Context, e *Env, conns int) (lockx.Backend, *pgxpool.Pool, error) {
+	if _, err := newPGBackend(nil); errors.Is(err, errSkip) {
+		return nil, nil, err
+	}
+	pool, err := e.PG(ctx, conns)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := newPGBackend(pool)
+	if err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return b, pool, nil
+}
+
 // pgLockxLocker is a lockx Client over pglock with its own pool.
 type pgLockxLocker struct {
 	lockxLocker
@@ -105,16 +122,8 @@ type pgLockxLocker struct {
 }
 
 func openPGLockx(ctx context.Context, e *Env, conns int, opts ...lockx.Option) (Locker, error) {
-	if _, err := newPGBackend(nil); errors.Is(err, errSkip) {
-		return nil, err
-	}
-	pool, err := e.PG(ctx, conns)
+	b, pool, err := openPGBackend(ctx, e, conns)
 	if err != nil {
-		return nil, err
-	}
-	b, err := newPGBackend(pool)
-	if err != nil {
-		pool.Close()
 		return nil, err
 	}
 	return &pgLockxLocker{lockxLocker: lockxLocker{c: lockx.New(b), opts: opts}, pool: pool}, nil
