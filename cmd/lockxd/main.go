@@ -1,5 +1,5 @@
 // Command lockxd is the optional lock service: one HTTP/JSON API over a
-// lockx backend (Redis, PostgreSQL, or in-memory for development), with API
+// lockx backend (Redis, PostgreSQL, ZooKeeper, or in-memory for development), with API
 // keys bound to tenants, per-tenant namespaces, quotas and rate limits,
 // per-tenant OpenTelemetry metrics served in the Prometheus text format, a
 // health endpoint and an OpenAPI document. lockx/httplock is its Go client.
@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/lockx/redislock"
+	"github.com/lockx-go/lockx/lockx/zklock"
 )
 
 func main() {
@@ -39,6 +41,7 @@ func main() {
 
 type options struct {
 	listen, redisURL, postgresURL, prefix, schema, namespace, keysFile string
+	zookeeper, zkRoot                                                  string
 	memory                                                             bool
 	maxLease, maxWait, grace                                           time.Duration
 }
@@ -52,6 +55,8 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	fs.StringVar(&o.listen, "listen", envOr(getenv, "LOCKXD_LISTEN", "127.0.0.1:7420"), "listen `address` (env LOCKXD_LISTEN)")
 	fs.StringVar(&o.redisURL, "redis", getenv("LOCKX_REDIS_URL"), "Redis `URL` (env LOCKX_REDIS_URL)")
 	fs.StringVar(&o.postgresURL, "postgres", getenv("LOCKX_POSTGRES_URL"), "PostgreSQL `URL` (env LOCKX_POSTGRES_URL)")
+	fs.StringVar(&o.zookeeper, "zookeeper", getenv("LOCKX_ZOOKEEPER"), "ZooKeeper `servers`, host:port,... (env LOCKX_ZOOKEEPER)")
+	fs.StringVar(&o.zkRoot, "zkroot", zklock.DefaultRoot, "ZooKeeper root znode of the backend")
 	fs.BoolVar(&o.memory, "memory", false, "use an in-process backend (development only: locks die with the process)")
 	fs.StringVar(&o.prefix, "prefix", "lockx:", "Redis key prefix of the backend")
 	fs.StringVar(&o.schema, "schema", pglock.DefaultSchema, "PostgreSQL schema of the backend")
@@ -69,13 +74,13 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	fail := func(err error) int { logger.Error("lockxd", "err", err); return 1 }
 	n := 0
-	for _, b := range []bool{o.redisURL != "", o.postgresURL != "", o.memory} {
+	for _, b := range []bool{o.redisURL != "", o.postgresURL != "", o.zookeeper != "", o.memory} {
 		if b {
 			n++
 		}
 	}
 	if n != 1 {
-		fmt.Fprintln(stderr, "lockxd: want exactly one of --redis, --postgres, --memory")
+		fmt.Fprintln(stderr, "lockxd: want exactly one of --redis, --postgres, --zookeeper, --memory")
 		return 2
 	}
 	tenants, err := lockxd.LoadKeys(o.keysFile, getenv("LOCKXD_KEYS"))
@@ -135,6 +140,12 @@ func connect(ctx context.Context, o options) (lockx.Backend, func(), error) {
 	switch {
 	case o.memory:
 		b := memlock.New()
+		return b, func() { _ = b.Close() }, nil
+	case o.zookeeper != "":
+		b, err := zklock.Dial(ctx, strings.Split(o.zookeeper, ","), zklock.WithRoot(o.zkRoot))
+		if err != nil {
+			return nil, nil, fmt.Errorf("--zookeeper: %w", err)
+		}
 		return b, func() { _ = b.Close() }, nil
 	case o.redisURL != "":
 		ro, err := redis.ParseURL(o.redisURL)

@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/lockx-go/lockx/internal/testenv"
+	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/httplock"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -41,5 +44,52 @@ func TestRunGraceful(t *testing.T) {
 	}
 	if code := run(context.Background(), []string{"--memory"}, io.Discard, func(string) string { return "" }, nil); code != 2 {
 		t.Fatalf("no keys: exit %d", code)
+	}
+}
+
+// TestRunZooKeeper serves locks from ZooKeeper: a lock taken through the
+// HTTP API excludes a second client and is released.
+func TestRunZooKeeper(t *testing.T) {
+	z := testenv.SharedZooKeeper(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan int, 1)
+	env := map[string]string{"LOCKXD_KEYS": "a=key-a"}
+	var stderr bytes.Buffer
+	go func() {
+		done <- run(ctx, []string{"--zookeeper", z.Addr, "--zkroot", "/lockxd-test", "--listen", "127.0.0.1:0", "--grace", "1s"}, &stderr, func(k string) string { return env[k] }, ready)
+	}()
+	addr := <-ready
+	c1, c2 := lockx.New(httplock.New("http://"+addr, "key-a")), lockx.New(httplock.New("http://"+addr, "key-a"))
+	actx, acancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer acancel()
+	l, err := c1.Acquire(actx, "orders/42")
+	if err != nil {
+		t.Fatalf("Acquire through lockxd on ZooKeeper: %v", err)
+	}
+	if _, err := c2.TryAcquire(actx, "orders/42"); !errors.Is(err, lockx.ErrNotAcquired) {
+		t.Fatalf("second client's TryAcquire = %v, want ErrNotAcquired", err)
+	}
+	if err := l.Release(actx); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := c2.TryAcquire(actx, "orders/42")
+	if err != nil {
+		t.Fatalf("TryAcquire after release: %v", err)
+	}
+	if l2.Token() <= l.Token() {
+		t.Fatalf("token %d not above %d", l2.Token(), l.Token())
+	}
+	_ = l2.Release(actx)
+	_ = c1.Close()
+	_ = c2.Close()
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no graceful exit")
 	}
 }
