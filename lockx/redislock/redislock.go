@@ -65,8 +65,12 @@ func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 	_, plain := rdb.(*redis.Client)
 	b.routed = !plain
 	if b.err == nil && b.cfg.autoPipeline {
-		// The client's shared autopipeliner: it belongs to rdb and ends with it.
-		if ap, err := rdb.AutoPipeline(); err == nil {
+		if cc, ok := rdb.(*redis.ClusterClient); ok {
+			// The nodes' shared autopipeliners: they belong to the node
+			// clients and end with them (scripts.go: nodeBatched).
+			b.run = &hybrid{direct: rdb, batched: &nodeBatched{cc: cc}}
+		} else if ap, err := rdb.AutoPipeline(); err == nil {
+			// The client's shared autopipeliner: it belongs to rdb and ends with it.
 			b.run = &hybrid{direct: rdb, batched: ap}
 		}
 	}

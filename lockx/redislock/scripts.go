@@ -3,7 +3,9 @@ package redislock
 import (
 	"context"
 	"embed"
+	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -81,6 +83,48 @@ func (h *hybrid) Process(ctx context.Context, cmd redis.Cmder) error {
 		return h.direct.Process(ctx, cmd)
 	}
 	return h.batched.Process(ctx, cmd)
+}
+
+// nodeBatched batches the commands of a Cluster per master node: each goes
+// through the autopipeliner of the node that owns its slot. The Cluster
+// client's own autopipeliner keeps one ordered stream (batches run one
+// after another in submit order), so one stalled node holds up the calls
+// to every other node; node by node, a stall stays on its node. A reply
+// that redirects (MOVED, ASK: slots moving, a failover) sends the command
+// again through the Cluster client, which follows redirects.
+type nodeBatched struct {
+	cc  *redis.ClusterClient
+	aps sync.Map // *redis.Client (a node) → *redis.AutoPipeliner
+}
+
+func (n *nodeBatched) Process(ctx context.Context, cmd redis.Cmder) error {
+	key, _ := cmd.Args()[3].(string) // our scripts' first key (always a string on a Cluster, see newCall)
+	node, err := n.cc.MasterForKey(ctx, key)
+	if err != nil {
+		return n.cc.Process(ctx, cmd)
+	}
+	ap, ok := n.aps.Load(node)
+	if !ok {
+		a, err := node.AutoPipeline()
+		if err != nil {
+			return n.cc.Process(ctx, cmd)
+		}
+		ap, _ = n.aps.LoadOrStore(node, a)
+	}
+	err = ap.(*redis.AutoPipeliner).Process(ctx, cmd)
+	var reply redis.Error
+	switch {
+	case err == nil:
+	case redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK"):
+		cmd.SetErr(nil)
+		return n.cc.Process(ctx, cmd)
+	case !errors.As(err, &reply) && ctx.Err() == nil:
+		// The node did not answer (down, failed over): the outcome is
+		// unknown and goes back to the caller as it is, but the next calls
+		// should find the current topology.
+		n.cc.ReloadState(ctx)
+	}
+	return err
 }
 
 // call is the argument vector of one script invocation together with the
