@@ -61,7 +61,8 @@ type Server struct {
 	metrics *metrics
 	log     *slog.Logger
 
-	routes map[string]string // path -> method, for 405s
+	routes  map[string]string // path -> method, for 405s
+	streams streams
 
 	closeOnce sync.Once
 	closing   chan struct{} // closed by Shutdown: health drains, waits end
@@ -99,6 +100,7 @@ func NewServer(b lockx.Backend, cfg Config) *Server {
 	s.handle("GET", "/v1/semaphores/usage", s.api(kindSem, "usage", s.usage))
 	s.handle("POST", "/v1/fence", s.api(kindFence, "fence", s.fence))
 	s.handle("GET", "/v1/watch", s.watch)
+	s.handle("POST", "/v1/watch/cancel", s.watchCancel)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if m, ok := s.routes[r.URL.Path]; ok {
 			w.Header().Set("Allow", m)

@@ -528,6 +528,7 @@ func FuzzServeHTTP(f *testing.F) {
 		{"POST", "/v1/locks/ttl", `{"key":"k","owner":"o"}`},
 		{"POST", "/v1/fence", `{"resource":"r","token":"7"}`},
 		{"GET", "/v1/watch?key=k&owner=o", ``},
+		{"POST", "/v1/watch/cancel", `{"id":"0123"}`},
 		{"GET", "/v1/locks?prefix=", ``},
 		{"GET", "/v1/semaphores/usage?key=k", ``},
 		{"DELETE", "/v1/locks/release", `{}`},
@@ -554,4 +555,26 @@ func FuzzServeHTTP(f *testing.F) {
 			t.Fatalf("%s %q: %d as %q", method, target, rec.Code, rec.Header().Get("Content-Type"))
 		}
 	})
+}
+
+// A watch stream ends only at its own tenant's request.
+func TestWatchCancelIsPerTenant(t *testing.T) {
+	a := newAuthenticator(tenants())
+	var ss streams
+	id, end := ss.add(a.tenants["a"])
+	ss.end(a.tenants["b"], id)
+	ss.end(a.tenants["a"], "another")
+	select {
+	case <-end:
+		t.Fatal("another tenant (or another id) ended a's stream")
+	default:
+	}
+	ss.end(a.tenants["a"], id)
+	select {
+	case <-end:
+	default:
+		t.Fatal("a could not end its own stream")
+	}
+	ss.end(a.tenants["a"], id) // twice: no panic
+	ss.remove(id)
 }

@@ -3,8 +3,10 @@ package lockxd
 import (
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
+	"github.com/lockx-go/lockx/internal/lockxd/wire"
 	"github.com/lockx-go/lockx/lockx"
 )
 
@@ -21,7 +23,10 @@ const watchPing = 15 * time.Second
 // only after reading it misses no release. When the key may be free the
 // server sends "event: wake" and ends the stream. A stream also ends —
 // "event: timeout" — after the server's max wait, or without an event when
-// the server shuts down; either way the client attempts again. owner lets a
+// the server shuts down; either way the client attempts again. The ready
+// event's data carries the stream's id: a client done waiting early posts
+// it to /v1/watch/cancel and the stream ends cleanly, so the connection
+// stays open for its next request instead of being cut. owner lets a
 // fair release wake only the head of the queue. Keys of every kind (lock,
 // rwlock, semaphore) share the tenant's namespace, so one stream serves
 // waiters of all of them.
@@ -65,17 +70,19 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
+	id, end := s.streams.add(t)
+	defer s.streams.remove(id)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	send := func(event string) bool {
-		if _, err := fmt.Fprintf(w, "event: %s\ndata: {}\n\n", event); err != nil {
+	send := func(event, data string) bool {
+		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, data); err != nil {
 			return false
 		}
 		return rc.Flush() == nil
 	}
-	if !send("ready") {
+	if !send("ready", `{"id":"`+id+`"}`) {
 		return
 	}
 	deadline := time.NewTimer(s.cfg.MaxWait)
@@ -85,11 +92,13 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	for {
 		select {
 		case <-wake:
-			send("wake")
+			send("wake", "{}")
 			return
 		case <-deadline.C:
-			send("timeout")
+			send("timeout", "{}")
 			return
+		case <-end:
+			return // cancelled by the client: end cleanly, keep the connection
 		case <-ping.C:
 			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil || rc.Flush() != nil {
 				return
@@ -100,4 +109,65 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// streams are the open watch streams by id, so that their clients can end
+// them without closing the connection.
+type streams struct {
+	mu sync.Mutex
+	m  map[string]stream
+}
+
+type stream struct {
+	t   *tenant
+	end chan struct{}
+}
+
+func (ss *streams) add(t *tenant) (string, <-chan struct{}) {
+	id := string(lockx.NewOwner()) // 128 random bits
+	end := make(chan struct{})
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.m == nil {
+		ss.m = map[string]stream{}
+	}
+	ss.m[id] = stream{t: t, end: end}
+	return id, end
+}
+
+func (ss *streams) remove(id string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	delete(ss.m, id)
+}
+
+// end ends t's stream id, if it is open.
+func (ss *streams) end(t *tenant, id string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if st, ok := ss.m[id]; ok && st.t == t {
+		close(st.end)
+		delete(ss.m, id)
+	}
+}
+
+// watchCancel serves POST /v1/watch/cancel: it ends the caller's watch
+// stream id (a no-op if it has ended or is not the tenant's). It is not
+// charged to the rate limit: it only frees what a charged watch took.
+func (s *Server) watchCancel(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	status := http.StatusOK
+	t, herr := s.authenticate(r)
+	defer func() { s.metrics.observe(t.nameOrEmpty(), "watch", "cancel", status, time.Since(start)) }()
+	if herr == nil {
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		var req wire.WatchCancel
+		if herr = parseBody(r, maxBody, &req); herr == nil {
+			s.streams.end(t, req.ID)
+			writeJSON(w, req)
+			return
+		}
+	}
+	status = herr.status
+	writeProblem(w, herr)
 }

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -341,4 +343,45 @@ func TestWithoutNotifier(t *testing.T) {
 		t.Fatalf("waiter without wake-ups: %v", err)
 	}
 	_ = l2.Release(ctx)
+}
+
+// dialCounter counts the connections an HTTP client opens.
+func dialCounter(n *atomic.Int64) *http.Client {
+	return &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DialContext: func(ctx context.Context, nw, addr string) (net.Conn, error) {
+		n.Add(1)
+		return (&net.Dialer{}).DialContext(ctx, nw, addr)
+	}}}
+}
+
+// Waiting does not cost connections: a watch stream that is no longer
+// needed is ended by the server on request, so its connection serves the
+// next call (with TLS, a handshake saved per wait).
+func TestWatchKeepsConnections(t *testing.T) {
+	url := serve(t, memlock.New())
+	var dials atomic.Int64
+	const clients, rounds = 3, 30
+	var wg sync.WaitGroup
+	for range clients {
+		c := lockx.New(httplock.New(url, "key-a", httplock.WithHTTPClient(dialCounter(&dials))))
+		t.Cleanup(func() { _ = c.Close() })
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				l, err := c.Acquire(ctxT(t, 10*time.Second), "conn", lockx.Fair())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				time.Sleep(time.Millisecond)
+				_ = l.Release(context.Background())
+			}
+		}()
+	}
+	wg.Wait()
+	// Each client needs a few connections at once (a call, its watch, a
+	// cancel); one per acquisition would be clients*rounds.
+	if n := dials.Load(); n > clients*rounds/3 {
+		t.Fatalf("%d connections opened for %d contended acquisitions", n, clients*rounds)
+	}
 }

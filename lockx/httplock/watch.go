@@ -3,15 +3,18 @@ package httplock
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/lockx-go/lockx/internal/lockxd/wire"
 	"github.com/lockx-go/lockx/lockx"
 )
 
@@ -62,7 +65,7 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 		return nil, nil, b.verdict("watch", res, p)
 	}
 	events := bufio.NewReader(res.Body)
-	ev, err := nextEvent(events)
+	ev, data, err := nextEvent(events)
 	if !undo() || err != nil || ev != "ready" {
 		res.Body.Close()
 		stop()
@@ -92,28 +95,17 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 		defer res.Body.Close()
 		// Any end of the stream is a reason to look again: a wake-up, the
 		// server's timeout, or a broken connection.
-		_, _ = nextEvent(events)
+		_, _, _ = nextEvent(events)
 		ended.Store(true)
 		wake <- struct{}{}
 		_, _ = io.Copy(io.Discard, events) // reuse the connection after a clean end
 	}()
-	cancel := func() {
-		// After its last event the server ends the stream at once: let the
-		// reader finish it so the connection goes back to the pool, rather
-		// than cut it (and open a new one for the next watch).
-		if ended.Load() {
-			t := time.NewTimer(100 * time.Millisecond)
-			defer t.Stop()
-			select {
-			case <-done:
-				stop()
-				return
-			case <-t.C:
-			}
-		}
-		stop()
-		<-done
+	var ready struct {
+		ID string `json:"id"`
 	}
+	_ = json.Unmarshal([]byte(data), &ready)
+	var once sync.Once
+	cancel := func() { once.Do(func() { b.endWatch(ready.ID, ended.Load(), stop, done) }) }
 	return wake, cancel, nil
 }
 
@@ -121,15 +113,57 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 // cannot notify (501).
 var errNoWatch = lockx.Unavailable("watch", errors.New("lockxd: the server's backend sends no wake-ups"))
 
+// endWatch ends a watch stream whose waiter is done with it. Cutting the
+// stream would cost its connection (and the next watch a new one), so a
+// stream that has had its last event is left to finish, and an open one
+// is ended by the server on request (POST /v1/watch/cancel) — in the
+// background, bounded, and cut if that fails.
+func (b *Backend) endWatch(id string, ended bool, stop func(), done <-chan struct{}) {
+	if ended || id == "" {
+		if ended {
+			t := time.NewTimer(100 * time.Millisecond)
+			defer t.Stop()
+			select {
+			case <-done:
+			case <-t.C:
+			}
+		}
+		stop()
+		<-done
+		return
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		stop()
+		<-done
+		return
+	}
+	b.wg.Add(1)
+	b.mu.Unlock()
+	go func() {
+		defer b.wg.Done()
+		defer func() { stop(); <-done }()
+		ctx, cancel := context.WithTimeout(b.ctx, time.Second)
+		defer cancel()
+		if _, _, err := b.call(ctx, "watch", http.MethodPost, "/v1/watch/cancel", wire.WatchCancel{ID: id}, nil); err != nil {
+			return
+		}
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+	}()
+}
+
 // nextEvent reads one server-sent event and returns its name ("message"
-// when unnamed). Comments (": ping") are skipped.
-func nextEvent(r *bufio.Reader) (string, error) {
-	name := ""
+// when unnamed) and data. Comments (": ping") are skipped.
+func nextEvent(r *bufio.Reader) (name, data string, err error) {
 	seen := false
 	for {
 		line, err := r.ReadString('\n')
 		if err != nil {
-			return "", err
+			return "", "", err
 		}
 		line = strings.TrimRight(line, "\r\n")
 		switch {
@@ -138,13 +172,15 @@ func nextEvent(r *bufio.Reader) (string, error) {
 				if name == "" {
 					name = "message"
 				}
-				return name, nil
+				return name, data, nil
 			}
 		case strings.HasPrefix(line, ":"):
 		default:
 			seen = true
 			if v, ok := strings.CutPrefix(line, "event:"); ok {
 				name = strings.TrimSpace(v)
+			} else if v, ok := strings.CutPrefix(line, "data:"); ok {
+				data += strings.TrimPrefix(v, " ")
 			}
 		}
 	}

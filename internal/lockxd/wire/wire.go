@@ -114,3 +114,9 @@ type Usage struct {
 	Holders int64 `json:"holders"`
 	Waiting int64 `json:"waiting"`
 }
+
+// WatchCancel is the body of POST /v1/watch/cancel: the id of a watch
+// stream, from its ready event's data.
+type WatchCancel struct {
+	ID string `json:"id"`
+}
