@@ -382,6 +382,40 @@ func TestFaultsCluster(t *testing.T) {
 		}
 	})
 
+	// The holder's process dies (its etcd client closes without a
+	// release): its lease runs out on the cluster and the waiter acquires
+	// with a greater token; the holder, cut off, is told by its own clock.
+	t.Run("HolderDiesLeaseExpires", func(t *testing.T) {
+		if _, err := c.WaitLeader(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		hcli, err := c.Client()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead := lockx.New(etcdlock.New(hcli, prefix))
+		k := "hd:" + randHex(4)
+		l, err := dead.Acquire(ctxT(t, 5*time.Second), k, lockx.WithLease(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = hcli.Close() // the process is gone as far as etcd can tell
+		start := time.Now()
+		l2, err := waiter.Acquire(ctxT(t, 15*time.Second), k)
+		if err != nil {
+			t.Fatalf("lock of a dead holder never freed: %v", err)
+		}
+		t.Logf("waiter granted %v after the holder died (2 s lease)", time.Since(start).Round(time.Millisecond))
+		if !closedWithin(l.Lost(), time.Second) {
+			t.Fatal("dead holder's lock not reported lost")
+		}
+		if l2.Token() <= l.Token() {
+			t.Fatalf("token %v not above %v", l2.Token(), l.Token())
+		}
+		release(t, l2)
+		_ = dead.Close()
+	})
+
 	// Quorum is lost: no renewal can succeed, and the holder is told —
 	// Lost fires by its own clock within its lease (2 s), although no
 	// server can say so. This is etcd#6127 from the other side.
