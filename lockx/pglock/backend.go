@@ -26,6 +26,7 @@ type Backend struct {
 
 	sessions []sessionSlot
 	lst      *listener
+	refs     refusals // refused pattern waiters answered locally (refusals.go)
 
 	mu      sync.Mutex
 	slots   map[int64]*slot

@@ -2,6 +2,7 @@ package pglock
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"strconv"
 	"time"
@@ -175,6 +176,11 @@ func (b *Backend) AcquireRW(ctx context.Context, mode lockx.RWMode, req lockx.Re
 	if mode != lockx.ModeRead && mode != lockx.ModeWrite {
 		return lockx.Result{}, &lockx.ArgError{Arg: "mode", Reason: "neither read nor write"}
 	}
+	ask := refusal{hash: b.hash(req.Key), kind: kindRW, mode: int(mode), limit: 1, count: 1}
+	if res, ok := b.answerLocally(req, ask); ok {
+		return res, nil
+	}
+	seq, listening := b.refs.mark(b)
 	var res lockx.Result
 	owner := []byte(req.Owner)
 	err := b.patternTx(ctx, "acquire "+mode.String(), kindRW, req.Key, func(c *pgx.Conn, hash, lock int64) error {
@@ -252,6 +258,7 @@ func (b *Backend) AcquireRW(ctx context.Context, mode lockx.RWMode, req lockx.Re
 	if err != nil {
 		return lockx.Result{}, err
 	}
+	b.noteAnswer(req, ask, res, seq, listening)
 	return res, nil
 }
 
@@ -299,6 +306,7 @@ func (b *Backend) ReleaseRW(ctx context.Context, mode lockx.RWMode, key string, 
 // round trip (one implicit transaction), notifying the waiters that may now
 // be granted (patternWake) if anything changed.
 func (b *Backend) releasePattern(ctx context.Context, op string, kind int, key string, owner lockx.Owner, m int) error {
+	b.refs.forget(hex.EncodeToString([]byte(owner)))
 	var held int64
 	targets := sqlRWWake
 	if kind == kindSem {
@@ -401,6 +409,11 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 	case req.Count > req.Limit:
 		return lockx.Result{}, &lockx.ArgError{Arg: "permits", Reason: "more than the limit"}
 	}
+	ask := refusal{hash: b.hash(req.Key), kind: kindSem, mode: rowPermit, limit: req.Limit, count: req.Count}
+	if res, ok := b.answerLocally(req.Request, ask); ok {
+		return res, nil
+	}
+	seq, listening := b.refs.mark(b)
 	var res lockx.Result
 	err := b.patternTx(ctx, "acquire permits", kindSem, req.Key, func(c *pgx.Conn, hash, lock int64) error {
 		var own, granted, ttl, notified *int64
@@ -429,7 +442,33 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 	if err != nil {
 		return lockx.Result{}, err
 	}
+	b.noteAnswer(req.Request, ask, res, seq, listening)
 	return res, nil
+}
+
+// answerLocally answers a queued fair waiter's retry with a refusal
+// without a decision, if nothing can have changed for it since its last
+// refused one (refusals.go).
+func (b *Backend) answerLocally(req lockx.Request, ask refusal) (lockx.Result, bool) {
+	if !req.Fair || !req.Wait {
+		return lockx.Result{}, false
+	}
+	ttl, ok := b.refs.cached(hex.EncodeToString([]byte(req.Owner)), ask)
+	return lockx.Result{TTL: ttl}, ok
+}
+
+// noteAnswer caches a queued fair waiter's refusal (decided after
+// notification seq, while the listener was listening), or forgets the
+// owner's cached refusal once it is granted.
+func (b *Backend) noteAnswer(req lockx.Request, ask refusal, res lockx.Result, seq uint64, listening bool) {
+	owner := hex.EncodeToString([]byte(req.Owner))
+	switch {
+	case res.Acquired:
+		b.refs.forget(owner)
+	case req.Fair && req.Wait && listening:
+		ask.seq, ask.ttl = seq, res.TTL
+		b.refs.refused(owner, ask)
+	}
 }
 
 // sqlPermits is one semaphore decision for owner $3, after the decision lock

@@ -78,6 +78,7 @@ func (b *Backend) wakeLocked(hash int64, headHex string) {
 // wakeAll wakes every watcher: after the listener reconnected, any
 // notification may have been missed.
 func (b *Backend) wakeAll() {
+	b.refs.wokeAll()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for hash := range b.watch {
@@ -95,6 +96,11 @@ func (b *Backend) dispatch(payload string) {
 	if err != nil {
 		return
 	}
+	var named []string
+	if head != "" {
+		named = strings.Fields(head)
+	}
+	b.refs.noted(hash, named) // before the wake-ups, which the retries follow
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if head == "" {
