@@ -134,3 +134,33 @@ func TestQueueHeadHolds(t *testing.T) {
 		t.Fatal("force-released queue head not told")
 	}
 }
+
+// TestPlainWaiterGivingUpLeavesQueue: every waiter queues, plain ones too,
+// so a plain waiter whose context ends must leave the queue, or its entry
+// would hold the key as the head of the queue for its whole queue TTL once
+// the holder leaves. (The Client withdraws it when its last attempt fails
+// on the ended context; the Backend also withdraws an entry whose waiter
+// stopped waiting, after cancelGrace.)
+func TestPlainWaiterGivingUpLeavesQueue(t *testing.T) {
+	cli := client(t, single)
+	p := etcdlock.WithPrefix(testPrefix())
+	a, b, c := lockx.New(etcdlock.New(cli, p)), lockx.New(etcdlock.New(cli, p)), lockx.New(etcdlock.New(cli, p))
+	defer a.Close()
+	defer b.Close()
+	defer c.Close()
+	k := "w:" + randHex(4)
+	l, err := a.Acquire(ctxT(t, 5*time.Second), k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Acquire(ctxT(t, 300*time.Millisecond), k); !errors.Is(err, lockx.ErrNotAcquired) {
+		t.Fatalf("waiter = %v, want ErrNotAcquired", err)
+	}
+	time.Sleep(600 * time.Millisecond) // past the grace
+	release(t, l)
+	l2, err := c.TryAcquire(ctxT(t, 5*time.Second), k)
+	if err != nil {
+		t.Fatalf("a waiter that gave up still holds up the key: %v", err)
+	}
+	release(t, l2)
+}
