@@ -61,8 +61,24 @@ type Cluster struct {
 	ownDir  bool
 }
 
-// Start starts a cluster as cfg says and waits until it has a leader.
+// Start starts a cluster as cfg says and waits until it has a leader. A
+// port taken by another process between the probe and the bind makes it
+// try again on other ports (three tries).
 func Start(cfg Config) (*Cluster, error) {
+	var err error
+	for range 3 {
+		var c *Cluster
+		if c, err = start(cfg); err == nil {
+			return c, nil
+		}
+		if !strings.Contains(err.Error(), "address already in use") {
+			return nil, err
+		}
+	}
+	return nil, err
+}
+
+func start(cfg Config) (*Cluster, error) {
 	if cfg.Members <= 0 {
 		cfg.Members = 1
 	}
