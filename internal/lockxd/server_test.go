@@ -325,11 +325,12 @@ func testLeaseExpiry(t *testing.T, ts *httptest.Server) {
 	if x := call(t, ts, "key-a", "POST", "/v1/locks/extend", fmt.Sprintf(`{"key":"gone","owner":%q,"lease_ms":1000}`, r.body["owner"])); x.status != 404 {
 		t.Fatalf("extend by the vanished client: %d", x.status)
 	}
-	// A kept-alive lock survives several leases.
-	k := call(t, ts, "key-a", "POST", "/v1/locks/try-acquire", `{"key":"kept","lease_ms":200}`)
+	// A kept-alive lock outlives its lease (extended at a third of it,
+	// which leaves a loaded machine room).
+	k := call(t, ts, "key-a", "POST", "/v1/locks/try-acquire", `{"key":"kept","lease_ms":900}`)
 	for range 5 {
-		time.Sleep(100 * time.Millisecond)
-		if x := call(t, ts, "key-a", "POST", "/v1/locks/extend", fmt.Sprintf(`{"key":"kept","owner":%q,"lease_ms":200}`, k.body["owner"])); x.status != 200 {
+		time.Sleep(300 * time.Millisecond)
+		if x := call(t, ts, "key-a", "POST", "/v1/locks/extend", fmt.Sprintf(`{"key":"kept","owner":%q,"lease_ms":900}`, k.body["owner"])); x.status != 200 {
 			t.Fatalf("keep-alive: %d %s", x.status, x.raw)
 		}
 	}
