@@ -2,7 +2,11 @@ package pglock
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/lockx-go/lockx/lockx"
 )
@@ -38,60 +42,95 @@ func (b *Backend) acquire(ctx context.Context, req lockx.Request, shared bool) (
 		return lockx.Result{}, unavailable("acquire", context.Cause(ctx))
 	}
 	hash := b.hash(req.Key)
+	mayBlock := true
 	for attempt := 0; ; attempt++ {
 		s, err := b.session(ctx, b.index(hash))
 		if err != nil {
 			return lockx.Result{}, unavailable("acquire", err)
 		}
-		res, p, retry, err := b.attempt(ctx, s, hash, req, shared)
-		if retry && attempt < 3 {
+		a := b.attempt(ctx, s, hash, req, shared, mayBlock)
+		if a.flag != nil {
+			// A waiter that will be woken by NOTIFY: its process must hold
+			// the wait flag before the attempt is sent.
+			if err := b.flag(ctx, hash, a.flag); err != nil {
+				return lockx.Result{}, unavailable("acquire", err)
+			}
+			mayBlock = false
 			continue
 		}
-		if p == nil || err != nil {
-			return res, err
+		if a.retry && attempt < 3 {
+			continue
+		}
+		if a.p == nil || a.err != nil {
+			return a.res, a.err
 		}
 		select {
-		case <-p.done:
-			return p.res, p.err
+		case <-a.p.done:
 		case <-ctx.Done():
 			b.mu.Lock()
-			if !p.finished {
-				p.abandoned = true
+			if !a.p.finished {
+				a.p.abandoned = true
 				b.mu.Unlock()
 				return lockx.Result{}, unavailable("acquire", context.Cause(ctx))
 			}
 			b.mu.Unlock()
-			<-p.done
-			return p.res, p.err
+			<-a.p.done
 		}
+		if a.p.yield && attempt < 3 {
+			// The wait session refused because fair waiters queue: wait
+			// for their release by notification instead.
+			mayBlock = false
+			continue
+		}
+		return a.p.res, a.p.err
 	}
+}
+
+// attemptResult is what attempt decided: an answer (res, err), an
+// acquisition in flight (p), another try with a fresh session (retry), or a
+// watcher that must take the wait flag before the attempt (flag).
+type attemptResult struct {
+	res   lockx.Result
+	p     *pending
+	retry bool
+	err   error
+	flag  *watcher
 }
 
 // attempt decides in process what it can (re-grant, refusal because this
 // process holds or is taking the key) and otherwise queues the statement and
-// returns its pending state. retry asks for another try with a fresh
-// session.
-func (b *Backend) attempt(ctx context.Context, s *session, hash int64, req lockx.Request, shared bool) (res lockx.Result, p *pending, retry bool, err error) {
+// returns its pending state: on the key's holder session s, or — for a
+// waiter allowed to block (mayBlock) when a wait session is free — as a
+// blocking acquisition on that wait session.
+func (b *Backend) attempt(ctx context.Context, s *session, hash int64, req lockx.Request, shared, mayBlock bool) attemptResult {
 	now := time.Now()
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return res, nil, false, unavailable("acquire", errClosed)
+		return attemptResult{err: unavailable("acquire", errClosed)}
 	}
 	sl := b.slots[hash]
-	if sl != nil {
+	if sl != nil && sl.excl != nil && !shared && sl.excl.key == req.Key && sl.excl.owner == req.Owner {
+		h := sl.excl
+		b.mu.Unlock()
+		err := b.extendHold(ctx, h, req.Lease)
+		if err == nil {
+			return attemptResult{res: lockx.Result{Acquired: true, Token: h.token, TTL: req.Lease}}
+		}
+		return attemptResult{retry: isNotHeld(err), err: err}
+	}
+	var ws *session // wait session to block on
+	if mayBlock && !shared && !req.Fair && req.Wait && (sl == nil || sl.pending == nil && len(sl.shared) == 0) {
+		ws = b.freeWaitSessionLocked()
+	}
+	if w := b.watcherLocked(hash, req.Owner); w != nil && ws == nil && !w.flagged {
+		b.mu.Unlock()
+		return attemptResult{flag: w}
+	}
+	if ws == nil && sl != nil {
 		switch {
 		case sl.excl != nil:
-			h := sl.excl
-			if !shared && h.key == req.Key && h.owner == req.Owner {
-				b.mu.Unlock()
-				err := b.extendHold(ctx, h, req.Lease)
-				if err == nil {
-					return lockx.Result{Acquired: true, Token: h.token, TTL: req.Lease}, nil, false, nil
-				}
-				return res, nil, isNotHeld(err), err
-			}
-			ttl := h.remaining(now)
+			ttl := sl.excl.remaining(now)
 			b.mu.Unlock()
 			return b.refuse(ctx, s, hash, req, shared, ttl)
 		case len(sl.shared) > 0:
@@ -109,19 +148,25 @@ func (b *Backend) attempt(ctx context.Context, s *session, hash int64, req lockx
 			}
 			h.deadline = now.Add(req.Lease)
 			b.mu.Unlock()
-			return lockx.Result{Acquired: true, Token: h.token, TTL: req.Lease}, nil, false, nil
+			return attemptResult{res: lockx.Result{Acquired: true, Token: h.token, TTL: req.Lease}}
 		case sl.pending != nil:
 			b.mu.Unlock()
 			return b.refuse(ctx, s, hash, req, shared, 0)
 		}
-	} else {
+	}
+	if sl == nil {
 		sl = &slot{}
 		b.slots[hash] = sl
 	}
-	p = &pending{owner: req.Owner, done: make(chan struct{})}
+	p := &pending{owner: req.Owner, done: make(chan struct{})}
 	sl.pending = p
 	o := &op{}
 	switch {
+	case ws != nil:
+		s = ws
+		ws.busy = true
+		o.stmt = stAcquireWait
+		o.args = [][]byte{i8(hash), []byte(req.Key), []byte(req.Owner), i8(ms(req.Lease)), []byte(strconv.FormatInt(ms(b.cfg.waitSlice), 10) + "ms")}
 	case shared:
 		o.stmt, o.args = stAcqShared, [][]byte{i8(hash)}
 	case req.Fair:
@@ -138,21 +183,43 @@ func (b *Backend) attempt(ctx context.Context, s *session, hash int64, req lockx
 	}
 	o.fin = func(r result) { b.granted(s, sl, p, hash, req, shared, now, r) }
 	if !s.enqueue(o) {
+		s.busy = false
 		sl.pending = nil
 		b.dropIfEmpty(hash, sl)
 		b.mu.Unlock()
-		return res, nil, true, unavailable("acquire", errSessionLost)
+		return attemptResult{retry: true, err: unavailable("acquire", errSessionLost)}
 	}
 	b.mu.Unlock()
-	return res, p, false, nil
+	return attemptResult{p: p}
+}
+
+// defaultWaitSlice bounds one blocking acquisition on a wait session. A waiter
+// whose slice ends is woken to try again at once (losing its place in the
+// server's queue), so the slice bounds how far a blocked attempt can
+// overrun the caller's wait budget (lockx.WithWait), which the Backend
+// does not see. A caller whose context ends stops waiting at once; its wait
+// session stays blocked until the slice ends, and a late grant is given
+// back.
+const defaultWaitSlice = 200 * time.Millisecond
+
+// freeWaitSessionLocked returns a connected wait session that neither
+// blocks nor carries a hold, or nil. Callers hold b.mu.
+func (b *Backend) freeWaitSessionLocked() *session {
+	for i := b.cfg.sessions; i < len(b.sessions); i++ {
+		ws := b.sessions[i].cur.Load()
+		if ws != nil && !ws.busy && (ws.lent == nil || ws.lent.gone) && !ws.isDead() {
+			return ws
+		}
+	}
+	return nil
 }
 
 // refuse answers an attempt this process refuses by itself. A fair waiter
 // still joins (or refreshes its place in) the shared queue, so that order
 // holds across processes.
-func (b *Backend) refuse(ctx context.Context, s *session, hash int64, req lockx.Request, shared bool, ttl time.Duration) (lockx.Result, *pending, bool, error) {
+func (b *Backend) refuse(ctx context.Context, s *session, hash int64, req lockx.Request, shared bool, ttl time.Duration) attemptResult {
 	if shared || !req.Fair || !req.Wait {
-		return lockx.Result{TTL: ttl}, nil, false, nil
+		return attemptResult{res: lockx.Result{TTL: ttl}}
 	}
 	qttl := req.QueueTTL
 	if qttl <= 0 {
@@ -161,17 +228,17 @@ func (b *Backend) refuse(ctx context.Context, s *session, hash int64, req lockx.
 	ch := make(chan result, 1)
 	o := &op{stmt: stEnqueue, args: [][]byte{i8(hash), []byte(req.Owner), i8(ms(qttl))}, fin: func(r result) { ch <- r }}
 	if !s.enqueue(o) {
-		return lockx.Result{}, nil, true, unavailable("acquire", errSessionLost)
+		return attemptResult{retry: true, err: unavailable("acquire", errSessionLost)}
 	}
 	select {
 	case r := <-ch:
 		if r.err != nil {
-			return lockx.Result{}, nil, false, unavailable("acquire", usageError(r.err, b.names))
+			return attemptResult{err: unavailable("acquire", usageError(r.err, b.names))}
 		}
 	case <-ctx.Done():
-		return lockx.Result{}, nil, false, unavailable("acquire", context.Cause(ctx))
+		return attemptResult{err: unavailable("acquire", context.Cause(ctx))}
 	}
-	return lockx.Result{TTL: ttl}, nil, false, nil
+	return attemptResult{res: lockx.Result{TTL: ttl}}
 }
 
 // granted records the outcome of an acquisition statement. It runs on the
@@ -183,7 +250,21 @@ func (b *Backend) granted(s *session, sl *slot, p *pending, hash int64, req lock
 	if sl.pending == p {
 		sl.pending = nil
 	}
+	if s.waiting {
+		s.busy = false
+	}
 	switch {
+	case r.err != nil && s.waiting && isLockTimeout(r.err):
+		// The wait slice ended. PostgreSQL may report the timeout although
+		// it granted the lock in the same instant (the timeout's cancel is
+		// acted on after the grant), and a session lock outlives the
+		// statement's error: give it back to be sure. The unlock runs
+		// before anything queued later on the session. The waiter tries
+		// again at once.
+		if !s.isDead() && !b.closed {
+			b.giveBackOp(s, hash, req.Owner)
+		}
+		b.wakeOwnerLocked(hash, req.Owner)
 	case r.err != nil:
 		p.err = unavailable("acquire", usageError(r.err, b.names))
 		if !s.isDead() && !b.closed {
@@ -192,6 +273,7 @@ func (b *Backend) granted(s *session, sl *slot, p *pending, hash int64, req lock
 		b.wakeLocked(hash, "") // local waiters refused because of us retry
 	case r.isNull(0):
 		p.res = lockx.Result{TTL: time.Duration(r.val(1)) * time.Millisecond}
+		p.yield = s.waiting
 	case p.abandoned || b.closed || s.isDead():
 		// Nobody will use this grant (or it died with its session): give
 		// it back. Release is owner-checked, so this frees nothing else.
@@ -204,7 +286,16 @@ func (b *Backend) granted(s *session, sl *slot, p *pending, hash int64, req lock
 		h := &hold{hash: hash, key: req.Key, owner: req.Owner, token: lockx.Token(r.val(0)), shared: shared,
 			sess: s, deadline: start.Add(req.Lease)}
 		h.timer = time.AfterFunc(req.Lease, func() { b.expire(h) })
+		if old := sl.excl; old != nil {
+			// A wait session was granted the key while this process still
+			// counted a hold of it on another session: the server freed
+			// that one (its session died, or its reap is in flight).
+			b.lose(old)
+		}
 		sl.sess = s
+		if s.waiting {
+			s.lent = h
+		}
 		if shared {
 			sl.shared = map[lockx.Owner]*hold{req.Owner: h}
 			sl.sharedKey, sl.sharedTok = req.Key, h.token
@@ -218,6 +309,26 @@ func (b *Backend) granted(s *session, sl *slot, p *pending, hash int64, req lock
 	}
 	b.mu.Unlock()
 	close(p.done)
+}
+
+// giveBackOp queues the release of a grant that may have happened on s
+// without being reported. If the release fails, the lock's state is unknown
+// and the session is ended. Callers hold b.mu.
+func (b *Backend) giveBackOp(s *session, hash int64, owner lockx.Owner) {
+	w1, w2 := waitFlag(hash)
+	s.enqueue(&op{stmt: stRelease, args: [][]byte{i8(hash), []byte(owner), i4(w1), i4(w2), []byte(b.names.channel), b.payload(hash)},
+		fin: func(r result) {
+			if r.err != nil && !s.isDead() {
+				s.kill()
+			}
+		}})
+}
+
+// isLockTimeout reports PostgreSQL's lock_not_available (55P03): the lock
+// timeout of a blocking acquisition ended.
+func isLockTimeout(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }
 
 // cleanupFailedGrant undoes a grant statement that failed: it may have

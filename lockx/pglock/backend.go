@@ -24,6 +24,8 @@ type Backend struct {
 	names names
 	stmts map[string]string
 
+	// sessions are the holder sessions (the first cfg.sessions, chosen by
+	// key hash) followed by the wait sessions.
 	sessions []sessionSlot
 	lst      *listener
 	refs     refusals // refused pattern waiters answered locally (refusals.go)
@@ -91,15 +93,18 @@ type pending struct {
 	done      chan struct{}
 	finished  bool
 	abandoned bool // the caller stopped waiting: give a late grant back
+	yield     bool // a wait session refused because fair waiters queue
 	res       lockx.Result
 	err       error
 }
 
 // New returns a Backend that takes its connections from pool: up to
-// WithSessions holder sessions (default 2, never more than half the pool's
-// MaxConns), plus one listener session while anyone waits. The pool must
-// allow that many connections beyond what the application needs itself. Nothing is connected until first use; the
-// schema is created then (see Migrate, WithoutAutoMigrate).
+// WithSessions holder sessions (default 2) and WithWaitSessions wait
+// sessions (default 1) — together never more than half the pool's
+// MaxConns — plus one listener session while anyone waits. The pool must
+// allow that many connections beyond what the application needs itself.
+// Nothing is connected until first use; the schema is created then (see
+// Migrate, WithoutAutoMigrate).
 //
 // Close the Backend (or the lockx.Client over it) before the pool.
 func New(pool *pgxpool.Pool, opts ...Option) *Backend {
@@ -110,7 +115,9 @@ func New(pool *pgxpool.Pool, opts ...Option) *Backend {
 	if pool != nil {
 		// Holder sessions never take more than half the pool: the listener
 		// and the application need connections too.
-		cfg.sessions = max(1, min(cfg.sessions, int(pool.Config().MaxConns)/2))
+		half := int(pool.Config().MaxConns) / 2
+		cfg.sessions = max(1, min(cfg.sessions, half))
+		cfg.waitSessions = max(0, min(cfg.waitSessions, half-cfg.sessions))
 	}
 	n := newNames(cfg.schema)
 	b := &Backend{
@@ -118,7 +125,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Backend {
 		cfg:      cfg,
 		names:    n,
 		stmts:    n.statements(),
-		sessions: make([]sessionSlot, cfg.sessions),
+		sessions: make([]sessionSlot, cfg.sessions+cfg.waitSessions),
 		slots:    make(map[int64]*slot),
 		watch:    make(map[int64]map[*watcher]struct{}),
 		closing:  make(chan struct{}),
@@ -129,7 +136,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Backend {
 
 func (b *Backend) hash(key string) int64 { return keyHash(b.cfg.namespace, key) }
 
-func (b *Backend) index(hash int64) int { return int(uint64(hash) % uint64(len(b.sessions))) }
+func (b *Backend) index(hash int64) int { return int(uint64(hash) % uint64(b.cfg.sessions)) }
 
 func (b *Backend) payload(hash int64) []byte { return []byte(strconv.FormatInt(hash, 10)) }
 
@@ -203,7 +210,7 @@ func (b *Backend) connect(ctx context.Context, idx int) (*session, error) {
 		}
 		return nil, usageError(err, b.names)
 	}
-	return &session{b: b, idx: idx, conn: conn, pg: pg, pid: pg.PID(), wake: make(chan struct{}, 1)}, nil
+	return &session{b: b, idx: idx, conn: conn, pg: pg, pid: pg.PID(), wake: make(chan struct{}, 1), waiting: idx >= b.cfg.sessions}, nil
 }
 
 // prepare prepares every statement in one pipeline (one round trip).

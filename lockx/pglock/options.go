@@ -13,6 +13,7 @@ const (
 	DefaultSchema           = "lockx"
 	DefaultNamespace        = "lockx"
 	DefaultSessions         = 2
+	DefaultWaitSessions     = 1
 	DefaultHealthInterval   = time.Second
 	DefaultStatementTimeout = 5 * time.Second
 	DefaultConnectTimeout   = 3 * time.Second
@@ -25,6 +26,8 @@ type config struct {
 	schema         string
 	namespace      string
 	sessions       int
+	waitSessions   int
+	waitSlice      time.Duration
 	health         time.Duration
 	stmtTimeout    time.Duration
 	connectTimeout time.Duration
@@ -38,6 +41,8 @@ func defaultConfig() config {
 		schema:         DefaultSchema,
 		namespace:      DefaultNamespace,
 		sessions:       DefaultSessions,
+		waitSessions:   DefaultWaitSessions,
+		waitSlice:      defaultWaitSlice,
 		health:         DefaultHealthInterval,
 		stmtTimeout:    DefaultStatementTimeout,
 		connectTimeout: DefaultConnectTimeout,
@@ -94,6 +99,25 @@ func WithSessions(n int) Option {
 			return
 		}
 		c.sessions = n
+	}
+}
+
+// WithWaitSessions sets how many wait sessions (pool connections) a Backend
+// may keep for waiters that queue in PostgreSQL's own lock queue (default 1,
+// 0 to never queue there; never more than the pool's MaxConns/2 minus the
+// holder sessions). A plain Acquire that was refused once and waits blocks
+// in pg_advisory_lock on a free wait session, so the release hands the lock
+// over inside the server, in order, without a NOTIFY and a competing
+// re-attempt. A wait session serves one waiter at a time and then holds its
+// grant until it is released; further waiters of the process wait by
+// LISTEN/NOTIFY as before, so the connection budget stays fixed.
+func WithWaitSessions(n int) Option {
+	return func(c *config) {
+		if n < 0 || n > 64 {
+			c.fail("wait sessions", "need 0 to 64, got %d", n)
+			return
+		}
+		c.waitSessions = n
 	}
 }
 

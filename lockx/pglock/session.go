@@ -35,6 +35,15 @@ type session struct {
 	conn *pgxpool.Conn
 	pg   *pgconn.PgConn
 	pid  uint32
+	// waiting marks a wait session: it takes only blocking acquisitions
+	// (acquireWait), one at a time, and then carries their holds.
+	waiting bool
+	// busy (a blocking acquisition is in flight) and lent (the hold it
+	// granted) are guarded by b.mu. A wait session is free for the next
+	// waiter when neither is current: it then holds no advisory lock, or
+	// its last one is being released by an op queued ahead.
+	busy bool
+	lent *hold
 
 	mu     sync.Mutex
 	queue  []*op
@@ -156,6 +165,14 @@ func (s *session) take() []*op {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := min(len(s.queue), maxBatch)
+	// A blocking acquisition travels alone: the results of a batch are
+	// handed out together, and nothing should wait for its lock.
+	for i, o := range s.queue[:n] {
+		if o.stmt == stAcquireWait {
+			n = max(i, 1)
+			break
+		}
+	}
 	batch := make([]*op, n)
 	copy(batch, s.queue)
 	s.queue = s.queue[n:]

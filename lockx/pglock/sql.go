@@ -11,6 +11,7 @@ import (
 const (
 	stAcquire      = "lockx_acquire"
 	stAcquireFair  = "lockx_acquire_fair"
+	stAcquireWait  = "lockx_acquire_wait"
 	stEnqueue      = "lockx_enqueue"
 	stRelease      = "lockx_release"
 	stReap         = "lockx_reap"
@@ -131,6 +132,19 @@ func (n names) statements() map[string]string {
 		stAcquire: `WITH g AS MATERIALIZED (
 	SELECT CASE WHEN EXISTS (SELECT 1 FROM {queue} WHERE hash = $1::int8 AND expires > clock_timestamp()) THEN NULL
 		WHEN pg_try_advisory_lock($1::int8) THEN {fence} END AS token
+)` + sqlGrantTail + sqlGrantResult,
+
+		// A waiter's acquisition on a wait session: it queues in
+		// PostgreSQL's own lock queue for at most the lock timeout $5 (set
+		// for this statement's transaction only), so the release hands the
+		// lock over inside the server. It yields to live fair waiters as a
+		// plain attempt does (then NULL without error); a timeout is an
+		// error (55P03) that leaves nothing held. Once the lock is granted
+		// the timeout is lifted, so the row write cannot time out after it.
+		stAcquireWait: `WITH g AS MATERIALIZED (
+	SELECT CASE WHEN EXISTS (SELECT 1 FROM {queue} WHERE hash = $1::int8 AND expires > clock_timestamp()) THEN NULL
+		WHEN set_config('lock_timeout', $5::text, true) IS NULL THEN NULL
+		WHEN pg_advisory_lock($1::int8)::text IS NOT NULL AND set_config('lock_timeout', '0', true) IS NOT NULL THEN {fence} END AS token
 )` + sqlGrantTail + sqlGrantResult,
 
 		// A fair acquisition tries only at the head of the queue; refused

@@ -10,21 +10,32 @@ import (
 	"github.com/lockx-go/lockx/lockx"
 )
 
-// watcher is one waiting attempt's wake-up channel.
+// watcher is one waiting attempt's wake-up channel. flagged (guarded by
+// b.mu) says the watcher holds a reference on the key's wait flag; cancelled
+// that its registration ended.
 type watcher struct {
-	ownerHex string
-	ch       chan struct{}
+	owner     lockx.Owner
+	ownerHex  string
+	ch        chan struct{}
+	flagged   bool
+	cancelled bool
 }
 
 // Watch implements lockx.Notifier. Before it returns, this process is
-// listening on the schema's channel and holds the key's wait flag, so a
-// release anywhere after that notifies it. Wake-ups come from releases in
-// this process directly and from other processes through one LISTEN
-// connection per Backend, however many keys are awaited. A notification
-// naming the head of the key's fair queue wakes only that owner.
+// listening on the schema's channel. Wake-ups come from releases in this
+// process directly and from other processes through one LISTEN connection
+// per Backend, however many keys are awaited. A notification naming the head
+// of the key's fair queue wakes only that owner.
+//
+// The owner's next attempt (Acquire) decides how it waits: a plain waiter
+// that gets a free wait session queues in PostgreSQL's own lock queue there
+// (WithWaitSessions) and needs no notification; any other first takes the
+// key's wait flag, before the attempt is sent, so that a release after the
+// attempt notifies this process. Read/write and semaphore releases notify
+// whether or not a flag is held.
 func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-chan struct{}, func(), error) {
 	hash := b.hash(key)
-	w := &watcher{ownerHex: hex.EncodeToString([]byte(owner)), ch: make(chan struct{}, 1)}
+	w := &watcher{owner: owner, ownerHex: hex.EncodeToString([]byte(owner)), ch: make(chan struct{}, 1)}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -39,6 +50,8 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 	b.mu.Unlock()
 	remove := func() {
 		b.mu.Lock()
+		w.cancelled = true
+		flagged := w.flagged
 		if ws := b.watch[hash]; ws != nil {
 			delete(ws, w)
 			if len(ws) == 0 {
@@ -46,19 +59,52 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 			}
 		}
 		b.mu.Unlock()
+		if flagged {
+			b.lst.unref(hash)
+		}
 	}
 	b.prewarm(b.index(hash))
-	if err := b.lst.ensure(ctx, hash); err != nil {
+	for i := b.cfg.sessions; i < len(b.sessions); i++ {
+		b.prewarm(i)
+	}
+	if err := b.lst.warm(ctx); err != nil {
 		remove()
 		return nil, nil, unavailable("watch", err)
 	}
 	var once sync.Once
-	return w.ch, func() {
-		once.Do(func() {
-			remove()
-			b.lst.unref(hash)
-		})
-	}, nil
+	return w.ch, func() { once.Do(remove) }, nil
+}
+
+// watcherLocked returns a live watcher of owner on hash, nil if none.
+// Callers hold b.mu.
+func (b *Backend) watcherLocked(hash int64, owner lockx.Owner) *watcher {
+	var found *watcher
+	for w := range b.watch[hash] {
+		if w.owner == owner && !w.cancelled {
+			if w.flagged {
+				return w
+			}
+			found = w
+		}
+	}
+	return found
+}
+
+// flag takes the wait flag of hash for w: from then on, a release of the
+// key anywhere notifies this process.
+func (b *Backend) flag(ctx context.Context, hash int64, w *watcher) error {
+	if err := b.lst.ensure(ctx, hash); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	if w.cancelled || w.flagged {
+		b.mu.Unlock()
+		b.lst.unref(hash)
+		return nil
+	}
+	w.flagged = true
+	b.mu.Unlock()
+	return nil
 }
 
 // wakeLocked wakes the watchers of hash: only headHex's if given and
@@ -67,6 +113,18 @@ func (b *Backend) wakeLocked(hash int64, headHex string) {
 	ws := b.watch[hash]
 	for w := range ws {
 		if headHex == "" || w.ownerHex == headHex {
+			select {
+			case w.ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// wakeOwnerLocked wakes owner's watchers of hash. Callers hold b.mu.
+func (b *Backend) wakeOwnerLocked(hash int64, owner lockx.Owner) {
+	for w := range b.watch[hash] {
+		if w.owner == owner {
 			select {
 			case w.ch <- struct{}{}:
 			default:
