@@ -22,7 +22,7 @@ const (
 	namePGHotBlock  = "raw blocking pg_advisory_lock (PostgreSQL's own queue)"
 	namePGHotLockx  = "lockx Acquire (pglock, defaults)"
 	pgKeyNamespace  = "lockxbench:" // advisory keys are hashed from this and the key, away from other users of the database
-	pgClientConns   = 6             // pool of each independent lockx client in the hot-key case: pglock's 4 holder sessions + its listener + 1
+	pgClientConns   = 6             // pool of each independent lockx client in the hot-key case: pglock's 2 holder sessions + 1 wait session (at most half the pool) + its listener + 2 spare
 	pgUncontendedNs = 32
 )
 

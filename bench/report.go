@@ -118,14 +118,14 @@ var sections = []section{
 	{
 		key:   pgSection,
 		title: "PostgreSQL: uncontended acquire + release",
-		intro: "Raw: each goroutine on its own pinned connection of one pool of n connections, session advisory locks. lockx pglock gets a pool of the same size (at least 6: it keeps up to 4 holder sessions and a listener).",
+		intro: "Raw: each goroutine on its own pinned connection of one pool of n connections, session advisory locks. lockx pglock gets a pool of the same size (at least 6; it pins 2 holder sessions, 1 wait session and, while anyone waits, a listener).",
 		cols:  []col{colRate("pairs/s"), colP50, colP99, colFail},
 		ratio: mRate, ratioHeader: "× raw (per run)",
 	},
 	{
 		key:   pgHotSection,
 		title: "PostgreSQL: one hot key, 16 independent clients",
-		intro: "Raw rows: 16 pinned connections; lockx: 16 clients, each with its own pool of 6 connections (pglock keeps up to 4 holder sessions and a listener). Handoffs and waits as in the Redis hot-key table.",
+		intro: "Raw rows: 16 pinned connections; lockx: 16 clients, each with its own pool of 6 connections (pglock pins 2 holder sessions, 1 wait session on which a waiter queues in PostgreSQL's lock queue, and a listener). Handoffs and waits as in the Redis hot-key table.",
 		cols: []col{colRate("handoffs/s"), {mP50, "wait p50 ms", false}, {mP99, "wait p99 ms", true},
 			{mMax, "wait max ms", false}, {mFails, "failed calls", false}, colViol},
 		ratio: mRate, ratioHeader: "× raw (per run)",
