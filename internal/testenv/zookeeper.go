@@ -37,10 +37,12 @@ type ZooKeeper struct {
 	// Pid is the process id of the server's JVM.
 	Pid int
 
-	mu    sync.Mutex
-	cmd   *exec.Cmd
-	done  <-chan struct{}
-	freed bool
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   <-chan struct{}
+	freed  bool
+	member bool  // part of an ensemble: QuorumPeerMain, ready once serving
+	ports  []int // further ports it owns (quorum and election)
 }
 
 // ZooKeeperConfig is the zoo.cfg testenv writes, before the lines it
@@ -224,6 +226,9 @@ func (z *ZooKeeper) Restart(tb testing.TB) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	if err == nil && z.member {
+		err = z.waitLocked()
+	}
 	if err != nil {
 		tb.Fatalf("testenv: restarting ZooKeeper on %s: %v", z.Addr, err)
 	}
@@ -236,6 +241,9 @@ func (z *ZooKeeper) retire() {
 	if !z.freed {
 		z.freed = true
 		releasePort(z.Port)
+		for _, p := range z.ports {
+			releasePort(p)
+		}
 	}
 }
 
@@ -253,11 +261,15 @@ func (z *ZooKeeper) startLocked() error {
 		return err
 	}
 	defer out.Close()
+	main := "org.apache.zookeeper.server.ZooKeeperServerMain"
+	if z.member {
+		main = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+	}
 	cmd := exec.Command(javaPath,
 		"-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
 		"-Dzookeeper.admin.enableServer=false",
 		"-cp", z.Dir+string(os.PathListSeparator)+zkJar,
-		"org.apache.zookeeper.server.ZooKeeperServerMain", filepath.Join(z.Dir, "zoo.cfg"))
+		main, filepath.Join(z.Dir, "zoo.cfg"))
 	cmd.Dir = z.Dir
 	cmd.Stdout, cmd.Stderr = out, out
 	done, err := startProcess(cmd)
@@ -265,6 +277,15 @@ func (z *ZooKeeper) startLocked() error {
 		return fmt.Errorf("starting ZooKeeper: %w", err)
 	}
 	z.cmd, z.done, z.Pid = cmd, done, cmd.Process.Pid
+	if z.member {
+		return nil // serving needs a quorum: see waitServing
+	}
+	return z.waitLocked()
+}
+
+// waitLocked waits until the started server answers as itself.
+func (z *ZooKeeper) waitLocked() error {
+	cmd, done := z.cmd, z.done
 	dataDir := filepath.Join(z.Dir, "data")
 	deadline := time.Now().Add(zkStartTimeout)
 	for {
@@ -278,7 +299,11 @@ func (z *ZooKeeper) startLocked() error {
 				z.Port, cmd.ProcessState, filepath.Join(z.Dir, "zookeeper.out"), tail(filepath.Join(z.Dir, "zookeeper.out")))
 		default:
 		}
-		if conf, err := fourLetter(z.Addr, "conf"); err == nil && strings.Contains(conf, "clientPort=") {
+		if z.member {
+			if srvr, err := fourLetter(z.Addr, "srvr"); err == nil && strings.Contains(srvr, "Mode: ") {
+				return nil
+			}
+		} else if conf, err := fourLetter(z.Addr, "conf"); err == nil && strings.Contains(conf, "clientPort=") {
 			if !strings.Contains(conf, "dataDir="+dataDir) {
 				z.stopLocked(syscall.SIGKILL) // someone else's server answers on our port
 				return errPortTaken
@@ -319,4 +344,92 @@ func tail(path string) string {
 		b = b[len(b)-2048:]
 	}
 	return strings.TrimSpace(string(b))
+}
+
+// ZooKeeperEnsemble is a replicated ZooKeeper: n servers (QuorumPeerMain)
+// on loopback, each with its own data directory and three ports in
+// 7000-7899 (client, quorum, election).
+type ZooKeeperEnsemble struct {
+	Servers []*ZooKeeper
+}
+
+// StartZooKeeperEnsemble starts an ensemble of n servers for the calling
+// test, waits until every one serves (a leader elected), and stops them
+// (by pid) at t.Cleanup. Kill, Stop and Restart work on each server.
+func StartZooKeeperEnsemble(t testing.TB, n int) *ZooKeeperEnsemble {
+	t.Helper()
+	requireZooKeeper(t)
+	e := &ZooKeeperEnsemble{}
+	t.Cleanup(func() {
+		for _, z := range e.Servers {
+			z.retire()
+		}
+	})
+	var peers []string
+	for i := 0; i < n; i++ {
+		var ports [3]int
+		for j := range ports {
+			p, err := reservePort(false)
+			if err != nil {
+				t.Fatalf("testenv: %v", err)
+			}
+			ports[j] = p
+		}
+		dir := filepath.Join(t.TempDir(), fmt.Sprintf("zk%d", i+1))
+		if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "data", "myid"), []byte(strconv.Itoa(i+1)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e.Servers = append(e.Servers, &ZooKeeper{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), Port: ports[0],
+			Dir: dir, member: true, ports: ports[1:]})
+		peers = append(peers, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", i+1, ports[1], ports[2]))
+	}
+	for _, z := range e.Servers {
+		if err := z.writeConfig(append([]string{"initLimit=50", "syncLimit=20"}, peers...)); err != nil {
+			t.Fatal(err)
+		}
+		z.mu.Lock()
+		err := z.startLocked()
+		z.mu.Unlock()
+		if err != nil {
+			t.Fatalf("testenv: starting ZooKeeper ensemble member %s: %v", z.Addr, err)
+		}
+	}
+	for _, z := range e.Servers {
+		z.mu.Lock()
+		err := z.waitLocked()
+		z.mu.Unlock()
+		if err != nil {
+			t.Fatalf("testenv: ZooKeeper ensemble member %s: %v", z.Addr, err)
+		}
+	}
+	return e
+}
+
+// Addrs returns the servers' client addresses.
+func (e *ZooKeeperEnsemble) Addrs() []string {
+	a := make([]string, len(e.Servers))
+	for i, z := range e.Servers {
+		a[i] = z.Addr
+	}
+	return a
+}
+
+// Leader returns the server that reports itself leader (srvr), waiting up
+// to 30 s for an election to end.
+func (e *ZooKeeperEnsemble) Leader(tb testing.TB) *ZooKeeper {
+	tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, z := range e.Servers {
+			if srvr, err := fourLetter(z.Addr, "srvr"); err == nil && strings.Contains(srvr, "Mode: leader") {
+				return z
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tb.Fatal("testenv: no ZooKeeper leader within 30 s")
+	return nil
 }

@@ -35,7 +35,10 @@ type Backend struct {
 	watched   map[string]map[*entry]struct{} // watched path → entries waiting on it
 	armed     map[string]bool                // paths with a ZooKeeper watch set
 	session   int64                          // id of the session the entries belong to
-	live      bool                           // that session is connected now
+	connected bool                           // that session is connected now
+	live      bool                           // and calls may use it (see settle)
+	gen       int                            // counts connection state changes
+	settle    *time.Timer                    // makes a reconnected session live
 	timeout   time.Duration                  // negotiated session timeout
 	suspend   *time.Timer                    // declares holds lost after a long disconnection
 	suspended bool                           // suspend fired: holds were declared lost
@@ -114,6 +117,9 @@ func (b *Backend) Close() error {
 	b.closed = true
 	if b.suspend != nil {
 		b.suspend.Stop()
+	}
+	if b.settle != nil {
+		b.settle.Stop()
 	}
 	for _, e := range b.entries {
 		if e.timer != nil {
@@ -198,22 +204,58 @@ func (b *Backend) onEvent(ev zk.Event) {
 func (b *Backend) onSession() {
 	id := b.conn.SessionID()
 	var fire []func()
-	var orphans []string
 	b.mu.Lock()
-	if b.session != 0 && b.session != id {
+	first := b.session == 0
+	if !first && b.session != id {
 		fire = b.dropAllLocked(false) // the old session ended: its nodes are gone
 	}
 	b.session = id
-	b.live = true
+	b.connected = true
+	b.gen++
 	if b.suspend != nil {
 		b.suspend.Stop()
 		b.suspend = nil
 	}
 	b.suspended = false
-	orphans, b.orphans = b.orphans, nil
-	wakes := b.wakeAllLocked()
+	if first {
+		b.mu.Unlock()
+		runAll(fire)
+		b.goLive(b.gen)
+		return
+	}
+	// After a reconnection go-zookeeper re-registers its watches from its
+	// own goroutine while its receive loop already runs, and the two touch
+	// the client's last zxid without synchronisation (go-zookeeper/zk
+	// PR #35, samuel/go-zookeeper #260: a data race the race detector
+	// reports whenever a reply arrives meanwhile). Calls wait a moment
+	// before they use a reconnected session, so no reply can arrive then.
+	gen := b.gen
+	if b.settle != nil {
+		b.settle.Stop()
+	}
+	b.settle = time.AfterFunc(reconnectSettle, func() { b.goLive(gen) })
 	b.mu.Unlock()
 	runAll(fire)
+}
+
+// reconnectSettle is how long a reconnected session waits before calls use
+// it (see onSession).
+const reconnectSettle = 100 * time.Millisecond
+
+// goLive lets calls use the session of connection generation gen, wakes
+// every waiter to look again, and deletes the nodes of holds declared lost
+// while disconnected.
+func (b *Backend) goLive(gen int) {
+	b.mu.Lock()
+	if b.gen != gen || !b.connected || b.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.live = true
+	orphans := b.orphans
+	b.orphans = nil
+	wakes := b.wakeAllLocked()
+	b.mu.Unlock()
 	for _, w := range wakes {
 		notify(w)
 	}
@@ -233,16 +275,17 @@ func (b *Backend) onSession() {
 func (b *Backend) onDisconnect() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.live || b.closed {
+	if !b.connected || b.closed {
 		return
 	}
-	b.live = false
+	b.connected, b.live = false, false
+	b.gen++
 	b.suspend = time.AfterFunc(b.timeout/4, b.onSuspendTimeout)
 }
 
 func (b *Backend) onSuspendTimeout() {
 	b.mu.Lock()
-	if b.live || b.closed || b.suspended {
+	if b.connected || b.closed || b.suspended {
 		b.mu.Unlock()
 		return
 	}
@@ -261,7 +304,8 @@ func (b *Backend) onSuspendTimeout() {
 
 func (b *Backend) onExpired() {
 	b.mu.Lock()
-	b.live = false
+	b.connected, b.live = false, false
+	b.gen++
 	if b.suspend != nil {
 		b.suspend.Stop()
 		b.suspend = nil

@@ -114,6 +114,17 @@
 //
 // # Limits
 //
+// A leader failover disconnects every client until the new leader serves
+// (followers drop their clients while they have no leader), so holders
+// keep their locks through it only if election and reconnection take less
+// than a quarter of the session timeout (TestEnsembleLeaderFailover: yes
+// with a 10 s session, no with 4 s).
+//
+// After a reconnection the Backend waits 100 ms before it uses the session
+// again: go-zookeeper re-registers its watches then without synchronising
+// with its receive loop (a data race the race detector reports when a
+// reply arrives meanwhile; go-zookeeper/zk PR #35).
+//
 // go-zookeeper's calls take no context: a call is bounded by the client's
 // own failure detection, not by ctx (calls fail at once while
 // disconnected). Each Backend is one session and one TCP connection.

@@ -2,6 +2,7 @@ package zklock_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,12 +14,13 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// dial returns a Backend on addr, closed at cleanup.
+// dial returns a Backend on addr (host:port, or a comma-separated
+// ensemble), closed at cleanup.
 func dial(t testing.TB, addr string, opts ...zklock.Option) *zklock.Backend {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := zklock.Dial(ctx, []string{addr}, opts...)
+	b, err := zklock.Dial(ctx, strings.Split(addr, ","), opts...)
 	if err != nil {
 		t.Fatalf("Dial(%s): %v", addr, err)
 	}
