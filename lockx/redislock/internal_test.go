@@ -92,3 +92,26 @@ func TestSilentSubscriptionReplaced(t *testing.T) {
 		t.Fatal("watcher not woken after the silent subscription was replaced")
 	}
 }
+
+func TestFirstKey(t *testing.T) {
+	k := "lockx:{b}"
+	cases := []struct {
+		args []any
+		key  string
+		ok   bool
+	}{
+		{[]any{"evalsha", "sha", "4", "lockx:{a}", "q", "d", "w"}, "lockx:{a}", true},
+		{[]any{"evalsha", "sha", 3, &k, "q", "d"}, k, true},
+		{[]any{"evalsha", "sha", "0", "argv"}, "", false},
+		{[]any{"eval", "src", 0}, "", false},
+		{[]any{"hget", "h", "n"}, "h", true},
+		{[]any{"ping"}, "", false},
+		{[]any{"hget", 7, "n"}, "", false},
+	}
+	for _, c := range cases {
+		cmd := redis.NewCmd(context.Background(), c.args...)
+		if key, ok := firstKey(cmd); key != c.key || ok != c.ok {
+			t.Errorf("firstKey(%v) = %q, %v; want %q, %v", c.args, key, ok, c.key, c.ok)
+		}
+	}
+}

@@ -98,7 +98,10 @@ type nodeBatched struct {
 }
 
 func (n *nodeBatched) Process(ctx context.Context, cmd redis.Cmder) error {
-	key, _ := cmd.Args()[3].(string) // our scripts' first key (always a string on a Cluster, see newCall)
+	key, ok := firstKey(cmd)
+	if !ok {
+		return n.cc.Process(ctx, cmd)
+	}
 	node, err := n.cc.MasterForKey(ctx, key)
 	if err != nil {
 		return n.cc.Process(ctx, cmd)
@@ -125,6 +128,31 @@ func (n *nodeBatched) Process(ctx context.Context, cmd redis.Cmder) error {
 		n.cc.ReloadState(ctx)
 	}
 	return err
+}
+
+// firstKey returns the key a command of this package routes by: the first
+// of KEYS for a script call with keys, else the first argument (HGET and
+// the like). ok is false when there is none to route by.
+func firstKey(cmd redis.Cmder) (key string, ok bool) {
+	args := cmd.Args()
+	pos := 1
+	switch cmd.Name() {
+	case "eval", "evalsha", "eval_ro", "evalsha_ro":
+		if len(args) < 4 || args[2] == "0" || args[2] == 0 || args[2] == int64(0) {
+			return "", false
+		}
+		pos = 3
+	}
+	if len(args) <= pos {
+		return "", false
+	}
+	switch k := args[pos].(type) {
+	case string:
+		return k, true
+	case *string:
+		return *k, true
+	}
+	return "", false
 }
 
 // call is the argument vector of one script invocation together with the
