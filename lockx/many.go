@@ -39,6 +39,21 @@ type ManyAcquirer interface {
 	AcquireMany(ctx context.Context, reqs []Request) ([]Result, error)
 }
 
+// CheckManyRequests checks what ManyAcquirer.AcquireMany may assume of its
+// requests — one owner, no waiting, no fairness — so that every backend
+// refuses other input with the same *ArgError.
+func CheckManyRequests(reqs []Request) error {
+	for i, r := range reqs {
+		if r.Owner != reqs[0].Owner {
+			return &ArgError{Arg: "requests", Reason: fmt.Sprintf("owner of %q differs from the first request's", r.Key)}
+		}
+		if r.Fair || r.Wait {
+			return &ArgError{Arg: "requests", Reason: fmt.Sprintf("request %d waits or is fair; AcquireMany makes one plain attempt", i)}
+		}
+	}
+	return nil
+}
+
 // WithMaxKeys sets the largest number of distinct keys AcquireMany and
 // TryAcquireMany accept in one set (default DefaultMaxKeys). A non-positive
 // n is an *ArgError at the call.

@@ -43,13 +43,8 @@ func (b *Backend) AcquireMany(ctx context.Context, reqs []lockx.Request) ([]lock
 	if len(reqs) == 0 || b.cfg.replicas > 0 {
 		return res, nil
 	}
-	for i, r := range reqs {
-		if r.Owner != reqs[0].Owner {
-			return nil, &lockx.ArgError{Arg: "requests", Reason: fmt.Sprintf("owner of %q differs from the first request's", r.Key)}
-		}
-		if r.Fair || r.Wait {
-			return nil, &lockx.ArgError{Arg: "requests", Reason: fmt.Sprintf("request %d waits or is fair; AcquireMany makes one plain attempt", i)}
-		}
+	if err := lockx.CheckManyRequests(reqs); err != nil {
+		return nil, err
 	}
 	owner := encodeOwner(reqs[0].Owner)
 	groups := b.groupByTag(reqs)
