@@ -92,7 +92,7 @@
 //     timeout after it last heard from the client, so the server can act as
 //     early as one third of the timeout after the client notices; the
 //     quarter keeps a margin. TestSessionExpiry shows the order: holder told
-//     at 0.25 s, waiter granted at ~0.9 s for a 1 s session.
+//     at 0.50 s, waiter granted at ~1.9 s for a 2 s session.
 //   - Expired (LOST): every hold is lost at once; waiters' nodes are gone
 //     too, so they are woken and queue again under the new session that
 //     go-zookeeper opens. A waiter never waits on a dead session's node.
