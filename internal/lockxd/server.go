@@ -96,6 +96,7 @@ func NewServer(b lockx.Backend, cfg Config) *Server {
 	}
 	s.handle("POST", "/v1/locks/ttl", s.api(kindLock, "ttl", s.ttl))
 	s.handle("POST", "/v1/locks/extend-many", s.api(kindLock, "extend-many", s.extendMany))
+	s.handle("POST", "/v1/locks/acquire-many", s.api(kindLock, "acquire-many", s.acquireMany))
 	s.handle("GET", "/v1/locks", s.api(kindLock, "inspect", s.inspect))
 	s.handle("GET", "/v1/semaphores/usage", s.api(kindSem, "usage", s.usage))
 	s.handle("POST", "/v1/fence", s.api(kindFence, "fence", s.fence))
@@ -240,7 +241,7 @@ type handler func(ctx context.Context, t *tenant, r *http.Request) (any, *httpEr
 // metrics and error mapping.
 func (s *Server) api(k kind, op string, h handler) http.HandlerFunc {
 	limit := int64(maxBody)
-	if op == "extend-many" {
+	if op == "extend-many" || op == "acquire-many" {
 		limit = maxBatchBody
 	}
 	return func(w http.ResponseWriter, r *http.Request) {

@@ -530,6 +530,7 @@ func FuzzServeHTTP(f *testing.F) {
 		{"POST", "/v1/fence", `{"resource":"r","token":"7"}`},
 		{"GET", "/v1/watch?key=k&owner=o", ``},
 		{"POST", "/v1/watch/cancel", `{"id":"0123"}`},
+		{"POST", "/v1/locks/acquire-many", `{"owner":"o","lease_ms":100,"keys":["a","b"]}`},
 		{"GET", "/v1/locks?prefix=", ``},
 		{"GET", "/v1/semaphores/usage?key=k", ``},
 		{"DELETE", "/v1/locks/release", `{}`},

@@ -66,6 +66,7 @@ func (c *config) fail(arg, reason string) {
 
 // Backend is a lockx.Backend served by lockxd over HTTP. It implements
 // lockx.Notifier (server-sent events), lockx.BatchExtender,
+// lockx.ManyAcquirer,
 // lockx.RWBackend, lockx.SemaphoreBackend, lockx.FenceStore and
 // lockx.Inspector; whether a call of a capability succeeds depends on the
 // backend lockxd runs over (a missing one answers 501, reported as an

@@ -104,6 +104,7 @@ var (
 	_ lockx.Backend          = (*Backend)(nil)
 	_ lockx.Notifier         = (*Backend)(nil)
 	_ lockx.BatchExtender    = (*Backend)(nil)
+	_ lockx.ManyAcquirer     = (*Backend)(nil)
 	_ lockx.RWBackend        = (*Backend)(nil)
 	_ lockx.SemaphoreBackend = (*Backend)(nil)
 	_ lockx.FenceStore       = (*Backend)(nil)

@@ -120,3 +120,19 @@ type Usage struct {
 type WatchCancel struct {
 	ID string `json:"id"`
 }
+
+// Many is the body of POST /v1/locks/acquire-many: one all-or-nothing
+// attempt at a set of keys for one owner (lockx.ManyAcquirer). Keys come
+// sorted, without duplicates.
+type Many struct {
+	Owner   string   `json:"owner"`
+	LeaseMS int64    `json:"lease_ms"`
+	Keys    []string `json:"keys"`
+}
+
+// ManyResults is the answer to Many, one Grant per key, in order: a
+// granted key has a Token; a refused one none, and TTLMS is its holder's
+// remaining lease when known. Either every key has a token or none is held.
+type ManyResults struct {
+	Results []Grant `json:"results"`
+}
