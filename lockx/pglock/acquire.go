@@ -119,11 +119,16 @@ func (b *Backend) attempt(ctx context.Context, s *session, hash int64, req lockx
 		}
 		return attemptResult{retry: isNotHeld(err), err: err}
 	}
-	var ws *session // wait session to block on
-	if mayBlock && !shared && !req.Fair && req.Wait && (sl == nil || sl.pending == nil && len(sl.shared) == 0) {
+	// A waiter blocks on a free wait session once it has been refused
+	// (it watches), or at once when the key was refused recently: an
+	// uncontended key keeps the pipelined try on its holder session.
+	var ws *session
+	w := b.watcherLocked(hash, req.Owner)
+	if mayBlock && !shared && !req.Fair && req.Wait && (sl == nil || sl.pending == nil && len(sl.shared) == 0) &&
+		(w != nil || now.Sub(b.refused[hash]) < hotFor) {
 		ws = b.freeWaitSessionLocked()
 	}
-	if w := b.watcherLocked(hash, req.Owner); w != nil && ws == nil && !w.flagged {
+	if w != nil && ws == nil && !w.flagged {
 		b.mu.Unlock()
 		return attemptResult{flag: w}
 	}
@@ -131,6 +136,7 @@ func (b *Backend) attempt(ctx context.Context, s *session, hash int64, req lockx
 		switch {
 		case sl.excl != nil:
 			ttl := sl.excl.remaining(now)
+			b.markRefused(hash, now)
 			b.mu.Unlock()
 			return b.refuse(ctx, s, hash, req, shared, ttl)
 		case len(sl.shared) > 0:
@@ -201,6 +207,31 @@ func (b *Backend) attempt(ctx context.Context, s *session, hash int64, req lockx
 // session stays blocked until the slice ends, and a late grant is given
 // back.
 const defaultWaitSlice = 200 * time.Millisecond
+
+// hotFor is how long a refusal marks a key as contended, so that the next
+// waiting attempt goes straight to a wait session instead of first trying
+// on the holder session (a try that fails while anyone queues in the
+// server).
+const hotFor = time.Second
+
+// markRefused records a refused attempt on hash. The record is bounded:
+// past 4,096 keys, stale ones are dropped. Callers hold b.mu.
+func (b *Backend) markRefused(hash int64, now time.Time) {
+	if b.cfg.waitSessions == 0 {
+		return
+	}
+	if len(b.refused) >= 4096 {
+		for h, at := range b.refused {
+			if now.Sub(at) >= hotFor {
+				delete(b.refused, h)
+			}
+		}
+		if len(b.refused) >= 4096 {
+			return
+		}
+	}
+	b.refused[hash] = now
+}
 
 // freeWaitSessionLocked returns a connected wait session that neither
 // blocks nor carries a hold, or nil. Callers hold b.mu.
@@ -274,6 +305,7 @@ func (b *Backend) granted(s *session, sl *slot, p *pending, hash int64, req lock
 	case r.isNull(0):
 		p.res = lockx.Result{TTL: time.Duration(r.val(1)) * time.Millisecond}
 		p.yield = s.waiting
+		b.markRefused(hash, start)
 	case p.abandoned || b.closed || s.isDead():
 		// Nobody will use this grant (or it died with its session): give
 		// it back. Release is owner-checked, so this frees nothing else.

@@ -33,6 +33,7 @@ type Backend struct {
 	mu      sync.Mutex
 	slots   map[int64]*slot
 	watch   map[int64]map[*watcher]struct{}
+	refused map[int64]time.Time // keys refused lately (markRefused)
 	closed  bool
 	closing chan struct{}
 	wg      sync.WaitGroup
@@ -128,6 +129,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Backend {
 		sessions: make([]sessionSlot, cfg.sessions+cfg.waitSessions),
 		slots:    make(map[int64]*slot),
 		watch:    make(map[int64]map[*watcher]struct{}),
+		refused:  make(map[int64]time.Time),
 		closing:  make(chan struct{}),
 	}
 	b.lst = newListener(b)

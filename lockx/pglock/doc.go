@@ -43,14 +43,22 @@
 //
 // # Waiting
 //
-// Waiters do not hold connections. A waiting process holds a shared
-// "wait flag" advisory lock for the key on its one listener session, which
-// LISTENs on the schema's channel; a release notifies only when it cannot
-// take that flag, so uncontended releases send no NOTIFY. Fair waiters
-// (lockx.Fair) queue in <schema>.lockx_queue, across processes, in arrival
-// order; only the head may take the lock, a release's notification names
-// the head so that only it wakes, and plain acquisitions yield to live fair
-// waiters. Crashed waiters drop out after their queue TTL.
+// Waiters do not hold a connection each. A plain waiter whose Backend has a
+// free wait session (WithWaitSessions, default 1) queues in PostgreSQL's own
+// lock queue there: pg_advisory_lock, in slices of 200 ms, in the statement
+// that also draws the token and writes the row, so a release hands the lock
+// over inside the server, in arrival order, with no notification and no
+// competing re-attempt. A wait session serves one waiter at a time and then
+// carries its hold until the release. Every other waiter — more waiters
+// than wait sessions, and fair waiters — is woken by notification: its
+// process holds a shared "wait flag" advisory lock for the key on its one
+// listener session, which LISTENs on the schema's channel; a release
+// notifies only when it cannot take that flag, so releases nobody waits for
+// that way send no NOTIFY. Fair waiters (lockx.Fair) queue in
+// <schema>.lockx_queue, across processes, in arrival order; only the head
+// may take the lock, a release's notification names the head so that only
+// it wakes, and plain acquisitions yield to live fair waiters. Crashed
+// waiters drop out after their queue TTL.
 //
 // # Read/write locks and semaphores
 //
@@ -87,9 +95,10 @@
 //
 // # Connection budget
 //
-// A Backend uses at most WithSessions holder sessions (capped at half the
-// pool's MaxConns) plus one listener session while anything waits, however
-// many locks are held or awaited. Keep max_locks_per_transaction ×
+// A Backend uses at most WithSessions holder sessions and WithWaitSessions
+// wait sessions (together capped at half the pool's MaxConns) plus one
+// listener session while anything waits, however many locks are held or
+// awaited. Keep max_locks_per_transaction ×
 // max_connections above the number of locks held at once across the
 // cluster: session advisory locks live in the server's shared lock table.
 // docs/architecture.md (section "PostgreSQL backend") explains each choice.
