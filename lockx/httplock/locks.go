@@ -125,13 +125,16 @@ func (b *Backend) AcquireMany(ctx context.Context, reqs []lockx.Request) ([]lock
 	if len(reqs) == 0 {
 		return nil, nil
 	}
+	if err := lockx.CheckManyRequests(reqs); err != nil {
+		return nil, err
+	}
 	m := wire.Many{Owner: string(reqs[0].Owner), LeaseMS: ms(reqs[0].Lease), Keys: make([]string, len(reqs))}
 	for i, r := range reqs {
 		if err := checkLease(r.Lease); err != nil {
 			return nil, err
 		}
-		if r.Owner != reqs[0].Owner || r.Lease != reqs[0].Lease {
-			return nil, &lockx.ArgError{Arg: "requests", Reason: "a set needs one owner and one lease"}
+		if r.Lease != reqs[0].Lease {
+			return nil, &lockx.ArgError{Arg: "requests", Reason: "lockxd takes a set with one lease"}
 		}
 		m.Keys[i] = r.Key
 	}
