@@ -204,6 +204,14 @@ func (b *Backend) connect(ctx context.Context, idx int) (*session, error) {
 			}
 		}
 	}
+	if err == nil {
+		err = b.guardFence(ctx, conn)
+		if err != nil && isMissingSchema(err) && b.cfg.autoMigrate { // a schema from before lockx_epoch
+			if err = migrate(ctx, conn.Conn(), b.cfg.schema); err == nil {
+				err = b.guardFence(ctx, conn)
+			}
+		}
+	}
 	if err != nil {
 		_ = pg.Close(context.Background())
 		conn.Release()

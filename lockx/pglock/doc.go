@@ -26,6 +26,12 @@
 // force-release a lock. A release does not touch the row: a row counts only
 // while its session holds the advisory lock.
 //
+// Holder sessions commit asynchronously, so no grant waits for a disk
+// flush. Tokens still never go back: a crash or a failover empties the
+// UNLOGGED marker table <schema>.lockx_epoch, and the first session after
+// it moves the sequence ahead by 2^30 in a synchronous commit before any
+// grant (see fence_guard.go and docs/architecture.md).
+//
 // If a holder session dies — pg_terminate_backend, a server restart, a
 // network cut — PostgreSQL frees its locks; the Backend's health check
 // (WithHealthInterval, default 1 s) notices and reports each of them lost:

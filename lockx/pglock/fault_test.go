@@ -201,3 +201,34 @@ func TestCancelWhileWaitingKeepsSession(t *testing.T) {
 	_ = held.Release(context.Background())
 	_ = b
 }
+
+// A crash or a failover empties the UNLOGGED tables and may move the fence
+// sequence back below tokens already handed out (grants commit
+// asynchronously). Emptying lockx_epoch stands in for that here: the next
+// session moves the sequence ahead by the margin before its first grant,
+// and sessions that find the marker continue without a jump.
+func TestFenceGuardAfterReset(t *testing.T) {
+	e := newEnv(t, 20)
+	token := func() lockx.Token {
+		c, _ := e.client(t, pglock.WithSessions(1))
+		l, err := c.Acquire(ctxT(t, 10*time.Second), "guard")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(context.Background())
+		return l.Token()
+	}
+	t1 := token()
+	if _, err := e.pool.Exec(context.Background(), "TRUNCATE "+pgx.Identifier{e.schema, "lockx_epoch"}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	t2 := token()
+	if t2 < t1+pglock.FenceMargin {
+		t.Fatalf("token after a reset %d, want ≥ %d + margin %d", t2, t1, pglock.FenceMargin)
+	}
+	t3 := token()
+	if t3 <= t2 || t3 >= t2+pglock.FenceMargin {
+		t.Fatalf("token with the marker present %d, want just above %d", t3, t2)
+	}
+	t.Logf("tokens %d, after reset %d, then %d", t1, t2, t3)
+}

@@ -15,7 +15,8 @@ const migrateLockA, migrateLockB = 0x6c6f636b, 0x786d6967 // "lock", "xmig"
 
 // Migrate creates the schema pglock needs, if it is missing: the schema, the
 // fence sequence lockx_fence (a single global counter, CACHE 1 so that
-// tokens increase across sessions), and UNLOGGED tables: lockx_held (one
+// tokens increase across sessions), and UNLOGGED tables: lockx_epoch (the
+// fence guard's marker), lockx_held (one
 // row per held lock: key, owner, token, lease) and lockx_queue (fair
 // waiters), and the read/write lock and semaphore tables lockx_pattern_held,
 // lockx_pattern_queue and lockx_pattern_state. It is idempotent and safe to
@@ -63,6 +64,10 @@ func migrate(ctx context.Context, conn *pgx.Conn, schema string) error {
 	}
 	stmts := []string{
 		`CREATE SEQUENCE IF NOT EXISTS ` + n.fence + ` AS bigint MINVALUE 1 MAXVALUE 9007199254740991 CACHE 1 NO CYCLE`,
+		// One marker row, present since the fence sequence was last
+		// bumped past any token a crash may have un-issued (fence_guard.go):
+		// UNLOGGED, so a crash or a failover empties it.
+		`CREATE UNLOGGED TABLE IF NOT EXISTS ` + n.epoch + ` (id integer PRIMARY KEY)`,
 		`CREATE UNLOGGED TABLE IF NOT EXISTS ` + n.held + ` (
 			hash bigint PRIMARY KEY,
 			key bytea NOT NULL,

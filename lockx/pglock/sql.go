@@ -35,6 +35,7 @@ type names struct {
 	schema string // quoted schema
 	fence  string // quoted fence sequence
 	held   string // quoted lock table
+	epoch  string // quoted fence-guard marker table (fence_guard.go)
 	queue  string // quoted fair-queue table
 	// pheld, pqueue and pstate are the read/write lock and semaphore
 	// tables (see pattern.go).
@@ -51,6 +52,7 @@ func newNames(schema string) names {
 		schema:   pgx.Identifier{schema}.Sanitize(),
 		fence:    fence,
 		held:     pgx.Identifier{schema, "lockx_held"}.Sanitize(),
+		epoch:    pgx.Identifier{schema, "lockx_epoch"}.Sanitize(),
 		queue:    pgx.Identifier{schema, "lockx_queue"}.Sanitize(),
 		pheld:    pgx.Identifier{schema, "lockx_pattern_held"}.Sanitize(),
 		pqueue:   pgx.Identifier{schema, "lockx_pattern_queue"}.Sanitize(),
