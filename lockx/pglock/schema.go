@@ -110,6 +110,17 @@ func migrate(ctx context.Context, conn *pgx.Conn, schema string) error {
 			token bigint NOT NULL,
 			PRIMARY KEY (kind, hash))`,
 	}
+	// The fence guard's marker table is born with its marker: no token can
+	// have been un-issued before it existed (grants commit synchronously
+	// until a session has passed the guard), so the first session need not
+	// move the sequence ahead. Later it is only ever emptied by a crash.
+	var hadEpoch bool
+	if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", n.epoch).Scan(&hadEpoch); err != nil {
+		return fmt.Errorf("pglock: migrate: %w", err)
+	}
+	if !hadEpoch {
+		stmts = append(stmts, `INSERT INTO `+n.epoch+` (id) VALUES (1)`)
+	}
 	for _, s := range stmts {
 		if _, err := tx.Exec(ctx, s); err != nil {
 			return privilegeError(err, "CREATE privilege on schema %s", n.schema)
