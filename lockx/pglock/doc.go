@@ -97,7 +97,7 @@
 // Migrate at deploy time (then use WithoutAutoMigrate). Creating it needs
 // CREATE on the database; using it needs USAGE on the schema, USAGE and
 // UPDATE on the sequence, and SELECT, INSERT, UPDATE, DELETE on its
-// tables. Errors name the missing right.
+// tables (SELECT and INSERT suffice on lockx_epoch). Errors name the missing right.
 //
 // # Connection budget
 //

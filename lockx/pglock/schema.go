@@ -155,8 +155,8 @@ func isMissingSchema(err error) bool {
 func usageError(err error, n names) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
-		return fmt.Errorf("pglock: the role lacks USAGE on schema %s, USAGE and UPDATE on sequence %s, or SELECT, INSERT, UPDATE and DELETE on %s and %s: %w",
-			n.schema, n.fence, n.held, n.queue, err)
+		return fmt.Errorf("pglock: the role lacks USAGE on schema %s, USAGE and UPDATE on sequence %s, SELECT, INSERT, UPDATE and DELETE on %s and %s, or SELECT and INSERT on %s: %w",
+			n.schema, n.fence, n.held, n.queue, n.epoch, err)
 	}
 	return err
 }
