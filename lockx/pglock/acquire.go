@@ -132,6 +132,11 @@ func (b *Backend) attempt(ctx context.Context, s *session, hash int64, req lockx
 		b.mu.Unlock()
 		return attemptResult{flag: w}
 	}
+	if w != nil && ws == nil {
+		// Flagged: a release anywhere notifies, naming the fair queue's
+		// head, so a fair watcher need not be woken by every local release.
+		w.fair = req.Fair
+	}
 	if ws == nil && sl != nil {
 		switch {
 		case sl.excl != nil:
@@ -156,6 +161,9 @@ func (b *Backend) attempt(ctx context.Context, s *session, hash int64, req lockx
 			b.mu.Unlock()
 			return attemptResult{res: lockx.Result{Acquired: true, Token: h.token, TTL: req.Lease}}
 		case sl.pending != nil:
+			if req.Wait && sl.pending.owner != req.Owner {
+				sl.pending.behind = append(sl.pending.behind, req.Owner)
+			}
 			b.mu.Unlock()
 			return b.refuse(ctx, s, hash, req, shared, 0)
 		}
@@ -336,6 +344,15 @@ func (b *Backend) granted(s *session, sl *slot, p *pending, hash int64, req lock
 		}
 		p.res = lockx.Result{Acquired: true, Token: h.token, TTL: req.Lease}
 	}
+	if !p.res.Acquired {
+		// The owners refused because this attempt was in flight retry: one
+		// may be the fair queue's head, whose notification it consumed on
+		// that refusal. A grant wakes nobody: its release will.
+		for _, o := range p.behind {
+			b.wakeOwnerLocked(hash, o)
+		}
+	}
+	p.behind = nil
 	if b.slots[hash] == sl {
 		b.dropIfEmpty(hash, sl)
 	}

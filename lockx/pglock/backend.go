@@ -95,8 +95,12 @@ type pending struct {
 	finished  bool
 	abandoned bool // the caller stopped waiting: give a late grant back
 	yield     bool // a wait session refused because fair waiters queue
-	res       lockx.Result
-	err       error
+	// behind are the owners this process refused because this attempt was
+	// in flight: they are woken when it ends without a grant, as nothing
+	// else would wake them (see attempt and granted).
+	behind []lockx.Owner
+	res    lockx.Result
+	err    error
 }
 
 // New returns a Backend that takes its connections from pool: up to

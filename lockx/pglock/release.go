@@ -62,8 +62,9 @@ func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) er
 	}
 	b.dropIfEmpty(hash, sl)
 	// Local waiters may try at once: their statements queue behind the
-	// unlock on the same session.
-	b.wakeLocked(hash, "")
+	// unlock on the same session. Fair ones wait for the notification that
+	// names the queue's head.
+	b.wakeReleasedLocked(hash)
 	b.mu.Unlock()
 	if ch != nil {
 		if r := await(ch); r.err != nil && !s.isDead() {

@@ -19,6 +19,7 @@ type watcher struct {
 	ch        chan struct{}
 	flagged   bool
 	cancelled bool
+	fair      bool // its last attempt was fair and flagged
 }
 
 // Watch implements lockx.Notifier. Before it returns, this process is
@@ -110,21 +111,27 @@ func (b *Backend) flag(ctx context.Context, hash int64, w *watcher) error {
 // wakeLocked wakes the watchers of hash: only headHex's if given and
 // present here, otherwise all. Callers hold b.mu.
 func (b *Backend) wakeLocked(hash int64, headHex string) {
-	ws := b.watch[hash]
-	for w := range ws {
-		if headHex == "" || w.ownerHex == headHex {
-			select {
-			case w.ch <- struct{}{}:
-			default:
-			}
-		}
-	}
+	b.wakeIfLocked(hash, func(w *watcher) bool { return headHex == "" || w.ownerHex == headHex })
+}
+
+// wakeReleasedLocked wakes the watchers of hash after a release by this
+// process: all but the fair ones, which hold the wait flag and so are woken
+// by the release's notification, and only the queue's head among them.
+// Waking them all would send every local fair waiter after the lock at
+// once, where all but the head are refused. Callers hold b.mu.
+func (b *Backend) wakeReleasedLocked(hash int64) {
+	b.wakeIfLocked(hash, func(w *watcher) bool { return !w.fair })
 }
 
 // wakeOwnerLocked wakes owner's watchers of hash. Callers hold b.mu.
 func (b *Backend) wakeOwnerLocked(hash int64, owner lockx.Owner) {
+	b.wakeIfLocked(hash, func(w *watcher) bool { return w.owner == owner })
+}
+
+// wakeIfLocked wakes the watchers of hash that match. Callers hold b.mu.
+func (b *Backend) wakeIfLocked(hash int64, match func(*watcher) bool) {
 	for w := range b.watch[hash] {
-		if w.owner == owner {
+		if match(w) {
 			select {
 			case w.ch <- struct{}{}:
 			default:
