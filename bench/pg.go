@@ -21,6 +21,7 @@ const (
 	namePGHotRaw    = "raw pg_try_advisory_lock, 1 ms sleep between tries"
 	namePGHotBlock  = "raw blocking pg_advisory_lock (PostgreSQL's own queue)"
 	namePGHotLockx  = "lockx Acquire (pglock, defaults)"
+	namePGHotFair   = "lockx Acquire Fair() (pglock)"
 	pgKeyNamespace  = "lockxbench:" // advisory keys are hashed from this and the key, away from other users of the database
 	pgClientConns   = 6             // pool of each independent lockx client in the hot-key case: pglock's 2 holder sessions + 1 wait session (at most half the pool) + its listener + 2 spare
 	pgUncontendedNs = 32
@@ -203,19 +204,30 @@ func pgCases() []*Case {
 			return pinned(ctx, e, hotClients, true)
 		}),
 		hot(namePGHotLockx, false, func(ctx context.Context, e *Env) ([]Locker, func(), error) {
-			lks := make([]Locker, hotClients)
-			for i := range lks {
-				lk, err := openPGLockx(ctx, e, pgClientConns)
-				if err != nil {
-					closeAll(lks)
-					return nil, nil, err
-				}
-				lks[i] = lk
-			}
-			return lks, func() { closeAll(lks) }, nil
+			return hotPGLockx(ctx, e)
+		}),
+		// Every grant a handoff in arrival order, across 16 processes: the
+		// release's NOTIFY names the queue's head, which alone retries.
+		hot(namePGHotFair, false, func(ctx context.Context, e *Env) ([]Locker, func(), error) {
+			return hotPGLockx(ctx, e, lockx.Fair())
 		}),
 	)
 	return cs
+}
+
+// hotPGLockx opens the hot-key case's independent lockx clients over
+// pglock, each with a pool of its own.
+func hotPGLockx(ctx context.Context, e *Env, opts ...lockx.Option) ([]Locker, func(), error) {
+	lks := make([]Locker, hotClients)
+	for i := range lks {
+		lk, err := openPGLockx(ctx, e, pgClientConns, opts...)
+		if err != nil {
+			closeAll(lks)
+			return nil, nil, err
+		}
+		lks[i] = lk
+	}
+	return lks, func() { closeAll(lks) }, nil
 }
 
 // runPGPairs is runPairs for PostgreSQL: worker w uses lks[w] on its own key.
