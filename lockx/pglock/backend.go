@@ -32,6 +32,7 @@ type Backend struct {
 
 	mu      sync.Mutex
 	slots   map[int64]*slot
+	rws     map[int64]*rwSlot // read/write keys by hash (rw.go)
 	watch   map[int64]map[*watcher]struct{}
 	refused map[int64]time.Time // keys refused lately (markRefused)
 	closed  bool
@@ -135,6 +136,9 @@ func New(pool *pgxpool.Pool, opts ...Option) *Backend {
 		watch:    make(map[int64]map[*watcher]struct{}),
 		refused:  make(map[int64]time.Time),
 		closing:  make(chan struct{}),
+	}
+	for name, sql := range n.rwStatements() {
+		b.stmts[name] = sql
 	}
 	b.lst = newListener(b)
 	return b
@@ -312,6 +316,7 @@ func (b *Backend) Close() error {
 		}
 	}
 	b.slots = make(map[int64]*slot)
+	b.rwCloseLocked()
 	b.mu.Unlock()
 	b.lst.stop()
 	b.wg.Wait()
@@ -370,6 +375,9 @@ func (b *Backend) sessionLost(s *session, cause error) {
 		b.dropIfEmpty(hash, sl)
 		b.wakeLocked(hash, "")
 	}
+	rn, rlost := b.rwSessionLostLocked(s)
+	n += rn
+	lost = append(lost, rlost...)
 	closed := b.closed
 	if len(lost) > 0 && !closed {
 		b.wg.Add(1)

@@ -127,16 +127,6 @@ const sqlIdle = `DELETE FROM {pstate} s WHERE s.kind = $1 AND s.hash = $2
 	AND NOT EXISTS (SELECT 1 FROM {pheld} h WHERE h.kind = $1 AND h.hash = $2)
 	AND NOT EXISTS (SELECT 1 FROM {pqueue} q WHERE q.kind = $1 AND q.hash = $2)`
 
-// sqlEnqueue adds owner to the key's queue or refreshes its entry
-// (keeping its place). $1 kind, $2 hash, $3 owner, $4 mode, $5 count,
-// $6 queue TTL ms.
-const sqlEnqueue = `INSERT INTO {pqueue} (kind, hash, owner, mode, count, seq, expires)
-	VALUES ($1, $2, $3, $4, $5, {fence}, clock_timestamp() + $6 * interval '1 millisecond')
-	ON CONFLICT (kind, hash, owner) DO UPDATE SET mode = EXCLUDED.mode, count = EXCLUDED.count, expires = EXCLUDED.expires`
-
-// sqlDequeue withdraws $3 from the key's queue.
-const sqlDequeue = `DELETE FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner = $3`
-
 func (b *Backend) queueTTL(d time.Duration) time.Duration {
 	if d <= 0 {
 		return lockx.DefaultQueueTTL
@@ -146,133 +136,6 @@ func (b *Backend) queueTTL(d time.Duration) time.Duration {
 
 // ownSeq is owner's place in the queue, or nil if it is not queued.
 const sqlOwnSeq = `(SELECT seq FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner = $3)`
-
-// sqlRWState reads everything a read/write decision needs, for owner $3:
-// its own modes (bit 1 read, 2 write), other writers, other readers, the
-// blocking writer's and the first reader's remaining lease (ms), whether
-// the queue's head is someone else, and whether a writer is queued ahead
-// of $3.
-const sqlRWState = `SELECT
-	coalesce(bit_or(CASE WHEN h.owner = $3 THEN h.mode END), 0)::int8,
-	count(*) FILTER (WHERE h.owner <> $3 AND h.mode = 2),
-	count(*) FILTER (WHERE h.owner <> $3 AND h.mode = 1),
-	(extract(epoch FROM max(h.expires) FILTER (WHERE h.owner <> $3 AND h.mode = 2) - clock_timestamp()) * 1000)::int8,
-	(extract(epoch FROM min(h.expires) FILTER (WHERE h.owner <> $3 AND h.mode = 1) - clock_timestamp()) * 1000)::int8,
-	coalesce((SELECT q.owner <> $3 FROM {pqueue} q WHERE q.kind = $1 AND q.hash = $2 ORDER BY q.seq LIMIT 1), false),
-	EXISTS (SELECT 1 FROM {pqueue} q WHERE q.kind = $1 AND q.hash = $2 AND q.mode = 2 AND q.owner <> $3
-		AND q.seq < coalesce(` + sqlOwnSeq + `, 9223372036854775807))
-	FROM {pheld} h WHERE h.kind = $1 AND h.hash = $2`
-
-// sqlHold records (or renews) owner $3's mode $4 hold with the key's
-// current token. $5 lease ms.
-const sqlHold = `INSERT INTO {pheld} (kind, hash, owner, mode, count, token, expires)
-	VALUES ($1, $2, $3, $4, 1, (SELECT token FROM {pstate} WHERE kind = $1 AND hash = $2), clock_timestamp() + $5 * interval '1 millisecond')
-	ON CONFLICT (kind, hash, owner, mode) DO UPDATE SET expires = EXCLUDED.expires, token = EXCLUDED.token
-	RETURNING token`
-
-// AcquireRW implements lockx.RWBackend in one transaction of two round
-// trips: the state, then the decision's writes and the commit.
-func (b *Backend) AcquireRW(ctx context.Context, mode lockx.RWMode, req lockx.Request) (lockx.Result, error) {
-	if mode != lockx.ModeRead && mode != lockx.ModeWrite {
-		return lockx.Result{}, &lockx.ArgError{Arg: "mode", Reason: "neither read nor write"}
-	}
-	ask := refusal{hash: b.hash(req.Key), kind: kindRW, mode: int(mode), limit: 1, count: 1}
-	if res, ok := b.answerLocally(req, ask); ok {
-		return res, nil
-	}
-	seq, listening := b.refs.mark(b)
-	var res lockx.Result
-	owner := []byte(req.Owner)
-	err := b.patternTx(ctx, "acquire "+mode.String(), kindRW, req.Key, func(c *pgx.Conn, hash, lock int64) error {
-		var mine, otherW, otherR int64
-		var wttl, rttl *int64
-		var headOther, writerAhead bool
-		first := &pgx.Batch{}
-		first.Queue("BEGIN")
-		b.head(first, kindRW, hash, lock, mode == lockx.ModeRead)
-		first.Queue(b.names.expandPattern(sqlRWState), kindRW, hash, owner).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&mine, &otherW, &otherR, &wttl, &rttl, &headOther, &writerAhead)
-		})
-		if err := c.SendBatch(ctx, first).Close(); err != nil {
-			return err
-		}
-		second := &pgx.Batch{}
-		var tok int64
-		granted := false
-		m := rowRead
-		if mode == lockx.ModeWrite {
-			m = rowWrite
-		}
-		grant := func() {
-			granted = true
-			second.Queue(b.names.expandPattern(sqlHold), kindRW, hash, owner, m, ms(req.Lease)).QueryRow(func(row pgx.Row) error {
-				return row.Scan(&tok)
-			})
-			second.Queue(b.names.expandPattern(sqlDequeue), kindRW, hash, owner)
-		}
-		refuse := func(queue bool) {
-			switch {
-			case wttl != nil:
-				res = lockx.Result{TTL: time.Duration(max(*wttl, 0)) * time.Millisecond}
-			case rttl != nil:
-				res = lockx.Result{TTL: time.Duration(max(*rttl, 0)) * time.Millisecond}
-			}
-			if req.Wait && queue {
-				second.Queue(b.names.expandPattern(sqlEnqueue), kindRW, hash, owner, m, int64(1), ms(b.queueTTL(req.QueueTTL)))
-			}
-		}
-		switch {
-		case mode == lockx.ModeWrite && mine&rowWrite != 0: // idempotent per owner
-			grant()
-		case mode == lockx.ModeWrite && mine&rowRead != 0:
-			return lockx.ErrUpgrade
-		case mode == lockx.ModeWrite && (otherW > 0 || otherR > 0 || headOther):
-			refuse(true)
-		case mode == lockx.ModeWrite:
-			// A new write: a new token, which later readers share.
-			second.Queue(b.names.expandPattern(`INSERT INTO {pstate} (kind, hash, token) VALUES ($1, $2, {fence})
-				ON CONFLICT (kind, hash) DO UPDATE SET token = EXCLUDED.token`), kindRW, hash)
-			grant()
-		case mine&rowRead != 0: // idempotent per owner
-			grant()
-		case otherW > 0:
-			refuse(req.Fair)
-		case req.Fair && mine&rowWrite == 0 && writerAhead:
-			// Writer preference: a writer queued ahead of us goes first.
-			refuse(true)
-		default:
-			// The key's read epoch, or a fresh token if it was idle.
-			second.Queue(b.names.expandPattern(`INSERT INTO {pstate} (kind, hash, token) VALUES ($1, $2, {fence})
-				ON CONFLICT (kind, hash) DO NOTHING`), kindRW, hash)
-			grant()
-		}
-		second.Queue("COMMIT")
-		if err := c.SendBatch(ctx, second).Close(); err != nil {
-			return err
-		}
-		if granted {
-			res = lockx.Result{Acquired: true, Token: lockx.Token(tok), TTL: req.Lease}
-		}
-		return nil
-	})
-	if err != nil {
-		return lockx.Result{}, err
-	}
-	b.noteAnswer(req, ask, res, seq, listening)
-	return res, nil
-}
-
-// ExtendRW implements lockx.RWBackend.
-func (b *Backend) ExtendRW(ctx context.Context, mode lockx.RWMode, key string, owner lockx.Owner, lease time.Duration) error {
-	if mode != lockx.ModeRead && mode != lockx.ModeWrite {
-		return &lockx.ArgError{Arg: "mode", Reason: "neither read nor write"}
-	}
-	m := rowRead
-	if mode == lockx.ModeWrite {
-		m = rowWrite
-	}
-	return b.extendPattern(ctx, "extend "+mode.String(), kindRW, key, owner, m, lease)
-}
 
 // extendPattern renews a live hold in one statement: it needs no decision
 // lock, since it only moves its own row's lease.
@@ -288,18 +151,6 @@ func (b *Backend) extendPattern(ctx context.Context, op string, kind int, key st
 		}
 		return nil
 	})
-}
-
-// ReleaseRW implements lockx.RWBackend. It notifies the key's watchers.
-func (b *Backend) ReleaseRW(ctx context.Context, mode lockx.RWMode, key string, owner lockx.Owner) error {
-	if mode != lockx.ModeRead && mode != lockx.ModeWrite {
-		return &lockx.ArgError{Arg: "mode", Reason: "neither read nor write"}
-	}
-	m := rowRead
-	if mode == lockx.ModeWrite {
-		m = rowWrite
-	}
-	return b.releasePattern(ctx, "release "+mode.String(), kindRW, key, owner, m)
 }
 
 // releasePattern frees a hold and withdraws its owner from the queue in one
