@@ -50,6 +50,11 @@ type rwSlot struct {
 	writer  *hold
 	flightR int
 	flightW bool
+	// drained is closed when the last read attempt in flight ends, for a
+	// write attempt that waits for them; wdone when a write attempt ends,
+	// for the attempts that wait for it (rwTurnLocked).
+	drained chan struct{}
+	wdone   chan struct{}
 }
 
 func (sl *rwSlot) empty() bool {
@@ -309,49 +314,51 @@ func (b *Backend) acquireRW(ctx context.Context, name string, m, lock, p int64, 
 			}
 		}
 	}
-	now := time.Now()
 	b.mu.Lock()
-	if b.closed {
+	sl, err := b.rwTurnLocked(ctx, name, p, m)
+	if err != nil {
 		b.mu.Unlock()
-		return lockx.Result{}, false, unavailable(name, errClosed)
+		return lockx.Result{}, false, err
 	}
-	sl := b.rwSlotLocked(p)
+	now := time.Now()
 	var mine *hold
 	if m == rowRead {
 		mine = sl.readers[req.Owner]
 	} else if sl.writer != nil && sl.writer.owner == req.Owner {
 		mine = sl.writer
 	}
-	if mine != nil { // a repeat: renew
+	if mine != nil || m == rowWrite && sl.readers[req.Owner] != nil {
+		b.rwEndWriteLocked(sl, m)
+		b.rwDropIfEmpty(p, sl)
 		b.mu.Unlock()
+		if mine == nil {
+			return lockx.Result{}, false, lockx.ErrUpgrade
+		}
+		// A repeat: renew.
 		err := b.extendRWHold(ctx, mine, m, req.Lease)
 		if err == nil {
 			return lockx.Result{Acquired: true, Token: mine.token, TTL: req.Lease}, false, nil
 		}
 		return lockx.Result{}, isNotHeld(err), err
 	}
-	if m == rowWrite && sl.readers[req.Owner] != nil {
-		b.rwDropIfEmpty(p, sl)
-		b.mu.Unlock()
-		return lockx.Result{}, false, lockx.ErrUpgrade
-	}
+	// This process's holds conflict as the server would decide, had they
+	// been taken on different sessions.
 	how := int64(readTry)
 	var localTTL time.Duration
-	if m == rowRead {
-		switch {
-		case sl.writer != nil && sl.writer.owner == req.Owner:
-			how = readForce
-		case sl.writer != nil || sl.flightW:
-			how = readRefuse
-			if sl.writer != nil {
-				localTTL = sl.writer.remaining(now)
-			}
-		}
-	} else if sl.writer != nil || len(sl.readers) > 0 || sl.flightR > 0 || sl.flightW {
+	switch {
+	case m == rowRead && sl.writer != nil && sl.writer.owner == req.Owner:
+		how = readForce
+	case m == rowRead && sl.writer != nil:
+		how = readRefuse
+		localTTL = sl.writer.remaining(now)
+	case m == rowWrite && (sl.writer != nil || len(sl.readers) > 0):
 		how = readRefuse
 		for _, h := range sl.holds() {
 			localTTL = max(localTTL, h.remaining(now))
 		}
+	}
+	if how == readRefuse {
+		b.rwEndWriteLocked(sl, m)
 	}
 	if how == readRefuse && !(req.Wait && (m == rowWrite || req.Fair)) {
 		b.rwDropIfEmpty(p, sl)
@@ -368,12 +375,8 @@ func (b *Backend) acquireRW(ctx context.Context, name string, m, lock, p int64, 
 		args = [][]byte{i8(lock), i8(p), []byte(req.Owner), i8(ms(req.Lease)), boolean(how != readRefuse), boolean(req.Wait), i8(qttl)}
 	}
 	try := how != readRefuse
-	if try {
-		if m == rowRead {
-			sl.flightR++
-		} else {
-			sl.flightW = true
-		}
+	if try && m == rowRead {
+		sl.flightR++
 	}
 	ch := make(chan lockx.Result, 1)
 	o := &op{stmt: stmt, args: args, fin: func(r result) {
@@ -402,8 +405,86 @@ func (b *Backend) acquireRW(ctx context.Context, name string, m, lock, p int64, 
 func (b *Backend) rwDoneLocked(sl *rwSlot, m int64) {
 	if m == rowRead {
 		sl.flightR--
+		if sl.flightR == 0 && sl.drained != nil {
+			close(sl.drained)
+			sl.drained = nil
+		}
 	} else {
-		sl.flightW = false
+		b.rwEndWriteLocked(sl, rowWrite)
+	}
+}
+
+// rwEndWriteLocked ends a write attempt's turn (m is its mode) and lets
+// the local attempts waiting for it go. Callers hold b.mu.
+func (b *Backend) rwEndWriteLocked(sl *rwSlot, m int64) {
+	if m != rowWrite || !sl.flightW {
+		return
+	}
+	sl.flightW = false
+	if sl.wdone != nil {
+		close(sl.wdone)
+		sl.wdone = nil
+	}
+}
+
+// rwTurnLocked waits until an attempt of mode m may be decided in process:
+// the server cannot keep apart two owners of one session, so a write
+// attempt goes out alone — it waits for the read attempts in flight, and
+// attempts arriving meanwhile wait for its outcome (one statement's time)
+// rather than being refused for it. A write attempt returns with its turn
+// (flightW) taken. Callers hold b.mu, which is released while waiting.
+func (b *Backend) rwTurnLocked(ctx context.Context, name string, p, m int64) (*rwSlot, error) {
+	for {
+		if b.closed {
+			return nil, unavailable(name, errClosed)
+		}
+		sl := b.rwSlotLocked(p)
+		var wait chan struct{}
+		switch {
+		case sl.flightW:
+			wait = sl.wdone
+		case m == rowWrite && sl.flightR > 0 && sl.writer == nil && len(sl.readers) == 0:
+			sl.flightW = true
+			sl.wdone = make(chan struct{})
+			if sl.drained == nil {
+				sl.drained = make(chan struct{})
+			}
+			drained := sl.drained
+			b.mu.Unlock()
+			var err error
+			select {
+			case <-drained:
+			case <-ctx.Done():
+				err = unavailable(name, context.Cause(ctx))
+			}
+			b.mu.Lock()
+			if err == nil && b.closed {
+				err = unavailable(name, errClosed)
+			}
+			if err != nil {
+				b.rwEndWriteLocked(sl, rowWrite)
+				b.rwDropIfEmpty(p, sl)
+				return nil, err
+			}
+			return sl, nil
+		case m == rowWrite:
+			sl.flightW = true
+			sl.wdone = make(chan struct{})
+			return sl, nil
+		default:
+			return sl, nil
+		}
+		b.mu.Unlock()
+		var err error
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			err = unavailable(name, context.Cause(ctx))
+		}
+		b.mu.Lock()
+		if err != nil {
+			return nil, err
+		}
 	}
 }
 
@@ -707,4 +788,3 @@ func (sl *rwSlot) holds() []*hold {
 	}
 	return hs
 }
-
