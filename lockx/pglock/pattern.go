@@ -12,9 +12,8 @@ import (
 	"github.com/lockx-go/lockx/lockx"
 )
 
-// Read/write locks and semaphores (lockx.RWBackend, lockx.SemaphoreBackend)
-// are table-based: each hold — each reader, the writer, each permit holder —
-// is one row of lockx_pattern_held with a lease on the server's clock, and
+// Semaphores (lockx.SemaphoreBackend) are table-based (read/write locks are
+// advisory locks: rw.go): each permit holder is one row of lockx_pattern_held with a lease on the server's clock, and
 // waiters are rows of lockx_pattern_queue. Every decision runs in one short
 // transaction on a pool connection that first takes a transaction-scoped
 // advisory lock on the key's pattern hash, so decisions on one key are
@@ -98,27 +97,17 @@ func (b *Backend) patternTx(ctx context.Context, op string, kind int, key string
 }
 
 // The fixed head of a decision: take the key's decision lock, then drop
-// its expired holds and queue entries. Read-side decisions of a read/write
-// lock (a reader's acquisition and release) take it shared: they never
-// conflict with one another, only with writers, so readers of one key decide
-// side by side instead of one transaction at a time, while every write-side
-// decision still runs alone.
+// its expired holds and queue entries.
 const (
-	sqlDecide       = `SELECT pg_advisory_xact_lock($1)`
-	sqlDecideShared = `SELECT pg_advisory_xact_lock_shared($1)`
-	sqlPurge        = `WITH a AS (DELETE FROM {pheld} WHERE kind = $1 AND hash = $2 AND expires <= clock_timestamp()),
+	sqlDecide = `SELECT pg_advisory_xact_lock($1)`
+	sqlPurge  = `WITH a AS (DELETE FROM {pheld} WHERE kind = $1 AND hash = $2 AND expires <= clock_timestamp()),
 		b AS (DELETE FROM {pqueue} WHERE kind = $1 AND hash = $2 AND expires <= clock_timestamp())
 		SELECT 1`
 )
 
-// head queues the decision lock (shared for a read-side decision) and the
-// purge of a key on batch.
-func (b *Backend) head(batch *pgx.Batch, kind int, hash, lock int64, shared bool) {
-	if shared {
-		batch.Queue(sqlDecideShared, lock)
-	} else {
-		batch.Queue(sqlDecide, lock)
-	}
+// head queues the decision lock and the purge of a key on batch.
+func (b *Backend) head(batch *pgx.Batch, kind int, hash, lock int64) {
+	batch.Queue(sqlDecide, lock)
 	batch.Queue(b.names.expandPattern(sqlPurge), kind, hash)
 }
 
@@ -159,37 +148,21 @@ func (b *Backend) extendPattern(ctx context.Context, op string, kind int, key st
 func (b *Backend) releasePattern(ctx context.Context, op string, kind int, key string, owner lockx.Owner, m int) error {
 	b.refs.forget(hex.EncodeToString([]byte(owner)))
 	var held int64
-	targets := sqlRWWake
-	if kind == kindSem {
-		targets = semWake("(SELECT coalesce(sum(count), 0) FROM d)")
-	}
-	shared := kind == kindRW && m == rowRead
-	idle := sqlIdle
-	if shared {
-		// A concurrent reader's acquisition (under the shared lock too) may
-		// be about to record its hold with the read epoch: forget the epoch
-		// only when no other decision is in flight.
-		idle += ` AND pg_try_advisory_xact_lock($3)`
-	}
+	targets := semWake("(SELECT coalesce(sum(count), 0) FROM d)")
 	err := b.patternTx(ctx, op, kind, key, func(c *pgx.Conn, hash, lock int64) error {
 		batch := &pgx.Batch{}
-		b.head(batch, kind, hash, lock, shared)
-		batch.Queue(b.names.expandPattern(`WITH al AS MATERIALIZED (SELECT pg_try_advisory_xact_lock($7::int8) AS alone),
-			d AS (DELETE FROM {pheld} WHERE kind = $1 AND hash = $2 AND owner = $3 AND mode = $4 RETURNING count),
+		b.head(batch, kind, hash, lock)
+		batch.Queue(b.names.expandPattern(`WITH d AS (DELETE FROM {pheld} WHERE kind = $1 AND hash = $2 AND owner = $3 AND mode = $4 RETURNING count),
 			q AS (DELETE FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner = $3 RETURNING 1)
 			SELECT (SELECT count(*) FROM d),
 				CASE WHEN (EXISTS (SELECT 1 FROM d) OR EXISTS (SELECT 1 FROM q)) AND t.p IS NOT NULL
 				THEN length(pg_notify($5::text, t.p)::text) END::int8
 			FROM (SELECT `+targets+` AS p) t`),
-			kind, hash, []byte(owner), m, b.names.channel, string(b.payload(hash)), lock).QueryRow(func(row pgx.Row) error {
+			kind, hash, []byte(owner), m, b.names.channel, string(b.payload(hash))).QueryRow(func(row pgx.Row) error {
 			var n *int64
 			return row.Scan(&held, &n)
 		})
-		if shared {
-			batch.Queue(b.names.expandPattern(idle), kind, hash, lock)
-		} else {
-			batch.Queue(b.names.expandPattern(idle), kind, hash)
-		}
+		batch.Queue(b.names.expandPattern(sqlIdle), kind, hash)
 		return c.SendBatch(ctx, batch).Close()
 	})
 	if err != nil {
@@ -211,27 +184,6 @@ func (b *Backend) releasePattern(ctx context.Context, op string, kind int, key s
 // "notify nobody". At most maxWakeNames owners are named (a NOTIFY payload
 // is limited to 8000 bytes); past that the payload wakes every watcher.
 const maxWakeNames = 100
-
-// sqlRWWake: nobody while a writer still holds the key; the readers queued
-// before the first queued writer; that writer if no reader is queued before
-// it and no reader still holds; and every watcher if no writer is queued
-// (readers under reader preference wait without queueing). $6 is "<hash>".
-// A reader's release decides under the shared decision lock, beside other
-// readers' decisions whose changes it cannot see: unless it is alone (al:
-// it could take the decision lock exclusively), it wakes the queued writer
-// even if other readers seem to hold, so that the last two readers leaving
-// together cannot each leave the wake-up to the other.
-var sqlRWWake = `(WITH q AS (SELECT owner, mode, seq FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner <> $3),
-		w AS (SELECT min(seq) AS s FROM q WHERE mode = 2),
-		r AS (SELECT owner, seq FROM q WHERE seq < coalesce((SELECT s FROM w), 9223372036854775807))
-	SELECT CASE
-		WHEN EXISTS (SELECT 1 FROM {pheld} WHERE kind = $1 AND hash = $2 AND mode = 2 AND NOT (owner = $3 AND mode = $4)) THEN NULL
-		WHEN (SELECT s FROM w) IS NULL OR (SELECT count(*) FROM r) > ` + strconv.Itoa(maxWakeNames) + ` THEN $6::text
-		WHEN EXISTS (SELECT 1 FROM r) THEN $6::text || ' ' || (SELECT string_agg(encode(owner, 'hex'), ' ' ORDER BY seq) FROM r)
-		WHEN NOT (SELECT alone FROM al)
-			OR NOT EXISTS (SELECT 1 FROM {pheld} WHERE kind = $1 AND hash = $2 AND mode = 1 AND NOT (owner = $3 AND mode = $4))
-			THEN $6::text || ' ' || (SELECT encode(owner, 'hex') FROM q WHERE seq = (SELECT s FROM w))
-	END)`
 
 // semWake names the queued owners (other than $3) whose requests fit in
 // free permits (an SQL expression), in queue order, and at least the queue's
@@ -271,7 +223,7 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 		var queued int64
 		batch := &pgx.Batch{}
 		batch.Queue("BEGIN")
-		b.head(batch, kindSem, hash, lock, false)
+		b.head(batch, kindSem, hash, lock)
 		batch.Queue(b.names.expandPattern(sqlPermits), kindSem, hash, []byte(req.Owner), ms(req.Lease), req.Fair,
 			string(b.payload(hash)), req.Count, req.Limit, req.Wait, ms(b.queueTTL(req.QueueTTL)), b.names.channel).QueryRow(func(row pgx.Row) error {
 			return row.Scan(&own, &granted, &ttl, &queued, &notified)
@@ -372,7 +324,7 @@ func (b *Backend) Permits(ctx context.Context, key string) (lockx.PermitUsage, e
 	var u lockx.PermitUsage
 	err := b.patternTx(ctx, "permits", kindSem, key, func(c *pgx.Conn, hash, lock int64) error {
 		batch := &pgx.Batch{}
-		b.head(batch, kindSem, hash, lock, false)
+		b.head(batch, kindSem, hash, lock)
 		batch.Queue(b.names.expandPattern(`SELECT
 			(SELECT coalesce(sum(count), 0)::int8 FROM {pheld} WHERE kind = $1 AND hash = $2),
 			(SELECT count(*) FROM {pheld} WHERE kind = $1 AND hash = $2),

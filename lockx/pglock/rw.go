@@ -2,6 +2,7 @@ package pglock
 
 import (
 	"context"
+	"encoding/hex"
 	"strconv"
 	"time"
 
@@ -288,10 +289,40 @@ func (b *Backend) AcquireRW(ctx context.Context, mode lockx.RWMode, req lockx.Re
 		return lockx.Result{}, unavailable(name, context.Cause(ctx))
 	}
 	lock, p := b.rwKeys(req.Key)
+	flagged := false
+	if req.Wait {
+		// A waiter notified of releases takes the key's wait flag before
+		// its attempt, so that a release after the attempt notifies.
+		b.mu.Lock()
+		w := b.watcherLocked(p, req.Owner)
+		b.mu.Unlock()
+		if w != nil && !w.flagged {
+			if err := b.flag(ctx, p, w); err != nil {
+				return lockx.Result{}, unavailable(name, err)
+			}
+		}
+		b.mu.Lock()
+		flagged = w != nil && w.flagged && !w.cancelled
+		b.mu.Unlock()
+	}
+	// A refusal decided while the flag was held may answer the retries
+	// until a notification names the waiter (refusals.go): any release
+	// after it notifies.
+	ask := refusal{hash: p, kind: kindRW, mode: int(m), limit: 1, count: 1}
+	if flagged {
+		if res, ok := b.answerLocally(req, ask); ok {
+			return res, nil
+		}
+	}
+	seq, listening := b.refs.mark(b)
+	listening = listening && flagged
 	for attempt := 0; ; attempt++ {
 		res, retry, err := b.acquireRW(ctx, name, m, lock, p, req)
 		if retry && attempt < 3 {
 			continue
+		}
+		if err == nil {
+			b.noteAnswer(req, ask, res, seq, listening)
 		}
 		return res, err
 	}
@@ -301,18 +332,6 @@ func (b *Backend) acquireRW(ctx context.Context, name string, m, lock, p int64, 
 	s, err := b.session(ctx, b.index(p))
 	if err != nil {
 		return lockx.Result{}, false, unavailable(name, err)
-	}
-	if req.Wait {
-		// A waiter notified of releases takes the key's wait flag before
-		// its attempt, so that a release after the attempt notifies.
-		b.mu.Lock()
-		w := b.watcherLocked(p, req.Owner)
-		b.mu.Unlock()
-		if w != nil && !w.flagged {
-			if err := b.flag(ctx, p, w); err != nil {
-				return lockx.Result{}, false, unavailable(name, err)
-			}
-		}
 	}
 	b.mu.Lock()
 	sl, err := b.rwTurnLocked(ctx, name, p, m)
@@ -622,7 +641,7 @@ func (b *Backend) rwForgetLocked(h *hold, m int64) bool {
 	} else if m == rowWrite && sl.writer == h {
 		sl.writer = nil
 	}
-	others := !sl.empty()
+	others := len(sl.readers) > 0 || sl.writer != nil
 	b.rwDropIfEmpty(h.hash, sl)
 	return others
 }
@@ -653,6 +672,7 @@ func (b *Backend) ReleaseRW(ctx context.Context, mode lockx.RWMode, key string, 
 	}
 	name := "release " + mode.String()
 	lock, p := b.rwKeys(key)
+	b.refs.forget(hex.EncodeToString([]byte(owner)))
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -717,7 +737,7 @@ func (b *Backend) rwExpire(h *hold) {
 	}
 	h.reaping = true
 	sl := b.rws[h.hash]
-	others := sl != nil && (len(sl.readers) > 1 || sl.writer != nil && sl.writer != h || sl.flightR > 0 || sl.flightW)
+	others := sl != nil && (len(sl.readers) > 1 || sl.writer != nil && sl.writer != h)
 	b.rwReleaseOp(h, m, others, true, func(r result) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
