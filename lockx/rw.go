@@ -63,7 +63,8 @@ var ErrUpgrade = errors.New("lockx: cannot upgrade a read lock to a write lock")
 // every token issued earlier for the key in either mode. A read grant returns
 // the key's read epoch: the token of the latest write while the key is in
 // use, or a fresh token (greater than every earlier one) once the key has
-// been idle. Readers of one epoch share it; it is at least the token of every
+// been idle — pglock keeps returning the latest write's token then (a fresh
+// one only for a never-written key). Readers of one epoch share it; it is at least the token of every
 // write that completed before the reader entered, and no writer with a
 // greater token can be granted while the reader holds.
 //

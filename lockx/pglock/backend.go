@@ -323,16 +323,7 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-func (sl *slot) holds() []*hold {
-	var hs []*hold
-	if sl.excl != nil {
-		hs = append(hs, sl.excl)
-	}
-	for _, h := range sl.shared {
-		hs = append(hs, h)
-	}
-	return hs
-}
+func (sl *slot) holds() []*hold { return holdsOf(sl.excl, sl.shared) }
 
 // dropIfEmpty forgets a slot nobody uses. Callers hold b.mu.
 func (b *Backend) dropIfEmpty(hash int64, sl *slot) {

@@ -68,22 +68,28 @@
 //
 // # Read/write locks and semaphores
 //
-// The Backend implements lockx.RWBackend and lockx.SemaphoreBackend
-// (patterns/rwlock, patterns/semaphore) with tables rather than advisory
-// locks, because every reader and permit holder needs its own lease and
-// the decisions (writer preference, FIFO permits, a limit never exceeded)
-// must hold across processes. Each hold is a row of
-// <schema>.lockx_pattern_held with a lease on the server's clock; waiters
-// are rows of lockx_pattern_queue; a key's read epoch (the token readers
-// share) lives in lockx_pattern_state while the key is in use. Each
-// operation is one transaction on a pool connection (not a holder session)
-// that first takes pg_advisory_xact_lock on the key's pattern hash, so all
-// decisions on a key are serialised; its statements are pipelined, so an
-// acquisition costs two round trips and a release one. Expired rows are purged by every
-// decision, so a crashed holder's reads or permits return when its lease
-// ends; rows are not tied to a session, so only Release (the Client does
-// it on Close) or expiry frees them. Releases NOTIFY the schema's channel
-// with the key's hash, which Watch on the same key string receives.
+// The Backend implements lockx.RWBackend (patterns/rwlock) with advisory
+// locks on the holder sessions: a reader holds the key's read/write
+// advisory key shared (pg_try_advisory_lock_shared), a writer exclusive, so
+// PostgreSQL keeps readers and writer apart; a read is one statement to
+// acquire and one to release. Each hold also has a row in
+// <schema>.lockx_pattern_held with its lease (written by the grant), so any
+// process can extend or force-release it by owner; the holder's Backend
+// frees the lock at the lease's end and when a renewal finds the row gone.
+// A refused writer queues in lockx_pattern_queue (for its queue TTL) and a
+// fair reader yields, in its acquiring statement, to a writer queued ahead
+// of it (writer preference). A write's token comes from the fence sequence;
+// a reader's token is the latest write's. Releases notify the waiters that
+// can now be granted, when some process waits for the key.
+//
+// lockx.SemaphoreBackend (patterns/semaphore) is table-based: each permit
+// holder is a row of lockx_pattern_held with a lease on the server's clock,
+// waiters are rows of lockx_pattern_queue, and each decision is one
+// transaction on a pool connection under pg_advisory_xact_lock on the key's
+// pattern hash, so decisions on a key are serialised. Expired rows are
+// purged by every decision; rows are not tied to a session, so only Release
+// or expiry frees them. Releases NOTIFY the schema's channel with the key's
+// hash, which Watch on the same key string receives.
 //
 // # Transactions
 //

@@ -126,11 +126,7 @@ func (b *Backend) remoteRelease(ctx context.Context, hash int64, key string, own
 func (b *Backend) expire(h *hold) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if h.gone || h.reaping || b.closed {
-		return
-	}
-	if d := time.Until(h.deadline); d > 0 {
-		h.timer.Reset(d)
+	if !b.dueLocked(h) {
 		return
 	}
 	sl := b.slots[h.hash]

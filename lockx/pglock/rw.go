@@ -317,7 +317,7 @@ func (b *Backend) AcquireRW(ctx context.Context, mode lockx.RWMode, req lockx.Re
 	seq, listening := b.refs.mark(b)
 	listening = listening && flagged
 	for attempt := 0; ; attempt++ {
-		res, retry, err := b.acquireRW(ctx, name, m, lock, p, req)
+		res, retry, err := b.acquireRW(ctx, name, m, lock, p, req, flagged)
 		if retry && attempt < 3 {
 			continue
 		}
@@ -328,7 +328,7 @@ func (b *Backend) AcquireRW(ctx context.Context, mode lockx.RWMode, req lockx.Re
 	}
 }
 
-func (b *Backend) acquireRW(ctx context.Context, name string, m, lock, p int64, req lockx.Request) (lockx.Result, bool, error) {
+func (b *Backend) acquireRW(ctx context.Context, name string, m, lock, p int64, req lockx.Request, flagged bool) (lockx.Result, bool, error) {
 	s, err := b.session(ctx, b.index(p))
 	if err != nil {
 		return lockx.Result{}, false, unavailable(name, err)
@@ -379,7 +379,10 @@ func (b *Backend) acquireRW(ctx context.Context, name string, m, lock, p int64, 
 	if how == readRefuse {
 		b.rwEndWriteLocked(sl, m)
 	}
-	if how == readRefuse && !(req.Wait && (m == rowWrite || req.Fair)) {
+	// A waiter refused in process still queues, so that order holds across
+	// processes — once it watches: its first, unwatched attempt is followed
+	// at once by a watched one.
+	if how == readRefuse && !(req.Wait && flagged && (m == rowWrite || req.Fair)) {
 		b.rwDropIfEmpty(p, sl)
 		b.mu.Unlock()
 		return lockx.Result{TTL: localTTL}, false, nil
@@ -468,15 +471,7 @@ func (b *Backend) rwTurnLocked(ctx context.Context, name string, p, m int64) (*r
 			if sl.drained == nil {
 				sl.drained = make(chan struct{})
 			}
-			drained := sl.drained
-			b.mu.Unlock()
-			var err error
-			select {
-			case <-drained:
-			case <-ctx.Done():
-				err = unavailable(name, context.Cause(ctx))
-			}
-			b.mu.Lock()
+			err := b.waitUnlocked(ctx, name, sl.drained)
 			if err == nil && b.closed {
 				err = unavailable(name, errClosed)
 			}
@@ -493,17 +488,22 @@ func (b *Backend) rwTurnLocked(ctx context.Context, name string, p, m int64) (*r
 		default:
 			return sl, nil
 		}
-		b.mu.Unlock()
-		var err error
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			err = unavailable(name, context.Cause(ctx))
-		}
-		b.mu.Lock()
-		if err != nil {
+		if err := b.waitUnlocked(ctx, name, wait); err != nil {
 			return nil, err
 		}
+	}
+}
+
+// waitUnlocked waits for ch to close, or ctx to end, with b.mu released.
+// Callers hold b.mu.
+func (b *Backend) waitUnlocked(ctx context.Context, name string, ch <-chan struct{}) error {
+	b.mu.Unlock()
+	defer b.mu.Lock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return unavailable(name, context.Cause(ctx))
 	}
 }
 
@@ -724,11 +724,7 @@ func (b *Backend) ReleaseRW(ctx context.Context, mode lockx.RWMode, key string, 
 func (b *Backend) rwExpire(h *hold) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if h.gone || h.reaping || b.closed {
-		return
-	}
-	if d := time.Until(h.deadline); d > 0 {
-		h.timer.Reset(d)
+	if !b.dueLocked(h) {
 		return
 	}
 	m := int64(rowWrite)
@@ -798,13 +794,30 @@ func (b *Backend) rwCloseLocked() {
 	b.rws = nil
 }
 
-func (sl *rwSlot) holds() []*hold {
+func (sl *rwSlot) holds() []*hold { return holdsOf(sl.writer, sl.readers) }
+
+// holdsOf lists an exclusive hold (if any) and shared ones.
+func holdsOf(excl *hold, shared map[lockx.Owner]*hold) []*hold {
 	var hs []*hold
-	if sl.writer != nil {
-		hs = append(hs, sl.writer)
+	if excl != nil {
+		hs = append(hs, excl)
 	}
-	for _, h := range sl.readers {
+	for _, h := range shared {
 		hs = append(hs, h)
 	}
 	return hs
+}
+
+// dueLocked reports whether h's lease timer finds it due: not ended or
+// being reaped, and its deadline passed (else the timer is re-armed).
+// Callers hold b.mu.
+func (b *Backend) dueLocked(h *hold) bool {
+	if h.gone || h.reaping || b.closed {
+		return false
+	}
+	if d := time.Until(h.deadline); d > 0 {
+		h.timer.Reset(d)
+		return false
+	}
+	return true
 }
