@@ -189,6 +189,7 @@ func (b *Backend) attempt(ctx context.Context, s *session, hash int64, req lockx
 			qttl = lockx.DefaultQueueTTL
 		}
 		o.stmt = stAcquireFair
+		b.fairSent.Add(1)
 		o.args = [][]byte{i8(hash), []byte(req.Key), []byte(req.Owner), i8(ms(req.Lease)), boolean(req.Wait), i8(ms(qttl))}
 	default:
 		o.stmt = stAcquire
@@ -264,6 +265,7 @@ func (b *Backend) refuse(ctx context.Context, s *session, hash int64, req lockx.
 	if qttl <= 0 {
 		qttl = lockx.DefaultQueueTTL
 	}
+	b.fairSent.Add(1)
 	ch := make(chan result, 1)
 	o := &op{stmt: stEnqueue, args: [][]byte{i8(hash), []byte(req.Owner), i8(ms(qttl))}, fin: func(r result) { ch <- r }}
 	if !s.enqueue(o) {

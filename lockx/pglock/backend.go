@@ -29,6 +29,9 @@ type Backend struct {
 	sessions []sessionSlot
 	lst      *listener
 	refs     refusals // refused pattern waiters answered locally (refusals.go)
+	// fairSent counts the statements fair attempts sent (tries and queue
+	// refreshes): with a working wake-up, a few per handoff.
+	fairSent atomic.Int64
 
 	mu      sync.Mutex
 	slots   map[int64]*slot

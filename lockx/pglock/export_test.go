@@ -8,3 +8,6 @@ func WithWaitSlice(d time.Duration) Option { return func(c *config) { c.waitSlic
 
 // FenceMargin is how far the fence guard moves the sequence after a reset.
 const FenceMargin = fenceMargin
+
+// FairStatements is how many statements fair attempts have sent.
+func (b *Backend) FairStatements() int64 { return b.fairSent.Load() }
