@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
@@ -114,16 +115,47 @@ func (c *rttCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 }
 
 // Reset empties every started server and resets its statistics, so each
-// case starts from the same state.
+// case starts from the same state. On PostgreSQL, once it has answered, it
+// vacuums the tables of pglock's default schema: this machine's server runs
+// with autovacuum off, and without it every case would inherit the dead
+// rows of the ones before it (a production server's autovacuum does this
+// work between bursts).
 func (e *Env) Reset(ctx context.Context) error {
 	e.mu.Lock()
 	admin := append([]*redis.Client(nil), e.admin...)
+	seen := e.pgSeen
 	e.mu.Unlock()
 	var errs []error
 	for _, a := range admin {
 		errs = append(errs, a.FlushAll(ctx).Err(), a.ConfigResetStat(ctx).Err())
 	}
+	if seen {
+		errs = append(errs, e.vacuumPG(ctx))
+	}
 	return errors.Join(errs...)
+}
+
+// vacuumPG vacuums every table of the lockx schema.
+func (e *Env) vacuumPG(ctx context.Context) error {
+	pool, err := e.PG(ctx, 1)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	rows, err := pool.Query(ctx, "select format('%I.%I', schemaname, tablename) from pg_tables where schemaname = 'lockx'")
+	if err != nil {
+		return fmt.Errorf("bench: list lockx tables: %w", err)
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("bench: list lockx tables: %w", err)
+	}
+	for _, t := range tables {
+		if _, err := pool.Exec(ctx, "vacuum "+t); err != nil {
+			return fmt.Errorf("bench: vacuum %s: %w", t, err)
+		}
+	}
+	return nil
 }
 
 // PG returns a pool on the local PostgreSQL with room for conns

@@ -32,8 +32,9 @@ type watcher struct {
 // that gets a free wait session queues in PostgreSQL's own lock queue there
 // (WithWaitSessions) and needs no notification; any other first takes the
 // key's wait flag, before the attempt is sent, so that a release after the
-// attempt notifies this process. Read/write and semaphore releases notify
-// whether or not a flag is held.
+// attempt notifies this process. Read/write releases, like plain ones,
+// notify only when some process holds the key's wait flag; semaphore
+// releases notify whether or not a flag is held.
 func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-chan struct{}, func(), error) {
 	hash := b.hash(key)
 	w := &watcher{owner: owner, ownerHex: hex.EncodeToString([]byte(owner)), ch: make(chan struct{}, 1)}
