@@ -135,7 +135,9 @@ func (b *Backend) attempt(ctx context.Context, s *session, hash int64, req lockx
 	if w != nil && ws == nil {
 		// Flagged: a release anywhere notifies, naming the fair queue's
 		// head, so a fair watcher need not be woken by every local release.
-		w.fair = req.Fair
+		// Shared attempts ignore the fair queue: a notification naming its
+		// head does not wake them.
+		w.fair = req.Fair && !shared
 	}
 	if ws == nil && sl != nil {
 		switch {
