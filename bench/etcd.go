@@ -118,11 +118,7 @@ func etcdCases() []*Case {
 						return nil, err
 					}
 					defer lk.Close()
-					lks := make([]Locker, n)
-					for i := range lks {
-						lks[i] = lk
-					}
-					return runPGPairs(ctx, p, lks), nil
+					return runPGPairs(ctx, p, shared(lk, n)), nil
 				}}
 		}
 		cs = append(cs,
@@ -135,14 +131,9 @@ func etcdCases() []*Case {
 		return &Case{Section: etcdHotSection, Group: hotGroup, Name: name, Baseline: baseline, Quick: true,
 			Run: func(ctx context.Context, e *Env, p Params) (Sample, error) {
 				prefix := etcdRunPrefix()
-				lks := make([]Locker, hotClients)
-				for i := range lks {
-					lk, err := open(ctx, e, prefix)
-					if err != nil {
-						closeAll(lks)
-						return nil, err
-					}
-					lks[i] = lk
+				lks, err := openN(hotClients, func() (Locker, error) { return open(ctx, e, prefix) })
+				if err != nil {
+					return nil, err
 				}
 				defer closeAll(lks)
 				return runHandoffs(ctx, p, lks), nil

@@ -63,15 +63,11 @@ func hotKeyCases() []*Case {
 			Run: func(ctx context.Context, e *Env, p Params) (Sample, error) {
 				// One go-redis client and one library client per goroutine, with
 				// default pool sizes: 16 independent processes.
-				lks := make([]Locker, hotClients)
-				defer closeAll(lks)
-				for i := range lks {
-					lk, err := l.open(ctx, e, 0)
-					if err != nil {
-						return nil, err
-					}
-					lks[i] = lk
+				lks, err := openN(hotClients, func() (Locker, error) { return l.open(ctx, e, 0) })
+				if err != nil {
+					return nil, err
 				}
+				defer closeAll(lks)
 				return runHandoffs(ctx, p, lks, e.cmdProbe()), nil
 			},
 		})
@@ -94,11 +90,7 @@ func localFirstCases() []*Case {
 					return nil, err
 				}
 				defer lk.Close()
-				lks := make([]Locker, hotClients)
-				for i := range lks {
-					lks[i] = lk
-				}
-				return runHandoffs(ctx, p, lks, e.cmdProbe()), nil
+				return runHandoffs(ctx, p, shared(lk, hotClients), e.cmdProbe()), nil
 			},
 		})
 	}
@@ -111,6 +103,31 @@ func closeAll(lks []Locker) {
 			lk.Close()
 		}
 	}
+}
+
+// openN opens n independent lockers (n processes); if one fails, it closes
+// those already open.
+func openN(n int, open func() (Locker, error)) ([]Locker, error) {
+	lks := make([]Locker, n)
+	for i := range lks {
+		lk, err := open()
+		if err != nil {
+			closeAll(lks)
+			return nil, err
+		}
+		lks[i] = lk
+	}
+	return lks, nil
+}
+
+// shared returns n references to one locker: n goroutines of one process
+// sharing its client.
+func shared(lk Locker, n int) []Locker {
+	lks := make([]Locker, n)
+	for i := range lks {
+		lks[i] = lk
+	}
+	return lks
 }
 
 // runHandoffs has goroutine w loop on one hot key through lks[w]: lock,

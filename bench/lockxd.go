@@ -146,16 +146,12 @@ func lockxdCases() []*Case {
 	hot := func(name string, baseline, service bool, opts ...lockx.Option) *Case {
 		return &Case{Section: lockxdHotSection, Group: hotGroup, Name: name, Baseline: baseline,
 			Run: func(ctx context.Context, e *Env, p Params) (Sample, error) {
-				lks := make([]Locker, hotClients)
-				defer closeAll(lks)
 				if !service {
-					for i := range lks {
-						lk, err := lockxRedisLib(false, opts...)(ctx, e, 0)
-						if err != nil {
-							return nil, err
-						}
-						lks[i] = lk
+					lks, err := openN(hotClients, func() (Locker, error) { return lockxRedisLib(false, opts...)(ctx, e, 0) })
+					if err != nil {
+						return nil, err
 					}
+					defer closeAll(lks)
 					return runHandoffs(ctx, p, lks, e.cmdProbe()), nil
 				}
 				// One lockxd (as one service would be deployed), 16 clients
@@ -165,9 +161,8 @@ func lockxdCases() []*Case {
 					return nil, err
 				}
 				defer s.Close()
-				for i := range lks {
-					lks[i] = s.client(opts...)
-				}
+				lks, _ := openN(hotClients, func() (Locker, error) { return s.client(opts...), nil })
+				defer closeAll(lks)
 				return runHandoffs(ctx, p, lks, e.cmdProbe()), nil
 			}}
 	}

@@ -178,11 +178,7 @@ func pgCases() []*Case {
 						return nil, err
 					}
 					defer lk.Close()
-					lks := make([]Locker, n)
-					for i := range lks {
-						lks[i] = lk
-					}
-					return runPGPairs(ctx, p, lks), nil
+					return runPGPairs(ctx, p, shared(lk, n)), nil
 				}})
 	}
 	hot := func(name string, baseline bool, open func(ctx context.Context, e *Env) ([]Locker, func(), error)) *Case {
@@ -218,14 +214,9 @@ func pgCases() []*Case {
 // hotPGLockx opens the hot-key case's independent lockx clients over
 // pglock, each with a pool of its own.
 func hotPGLockx(ctx context.Context, e *Env, opts ...lockx.Option) ([]Locker, func(), error) {
-	lks := make([]Locker, hotClients)
-	for i := range lks {
-		lk, err := openPGLockx(ctx, e, pgClientConns, opts...)
-		if err != nil {
-			closeAll(lks)
-			return nil, nil, err
-		}
-		lks[i] = lk
+	lks, err := openN(hotClients, func() (Locker, error) { return openPGLockx(ctx, e, pgClientConns, opts...) })
+	if err != nil {
+		return nil, nil, err
 	}
 	return lks, func() { closeAll(lks) }, nil
 }

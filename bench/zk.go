@@ -216,11 +216,7 @@ func zkCases() []*Case {
 						return nil, err
 					}
 					defer lk.Close()
-					lks := make([]Locker, n)
-					for i := range lks {
-						lks[i] = lk
-					}
-					return runPGPairs(ctx, p, lks), nil
+					return runPGPairs(ctx, p, shared(lk, n)), nil
 				}}
 		}
 		cs = append(cs,
@@ -232,14 +228,9 @@ func zkCases() []*Case {
 	hot := func(name string, baseline bool, open func(ctx context.Context, e *Env) (Locker, error)) *Case {
 		return &Case{Section: zkHotSection, Group: hotGroup, Name: name, Baseline: baseline, Quick: true,
 			Run: func(ctx context.Context, e *Env, p Params) (Sample, error) {
-				lks := make([]Locker, hotClients)
-				for i := range lks {
-					lk, err := open(ctx, e)
-					if err != nil {
-						closeAll(lks)
-						return nil, err
-					}
-					lks[i] = lk
+				lks, err := openN(hotClients, func() (Locker, error) { return open(ctx, e) })
+				if err != nil {
+					return nil, err
 				}
 				defer closeAll(lks)
 				return runHandoffs(ctx, p, lks), nil

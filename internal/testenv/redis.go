@@ -101,14 +101,7 @@ func (s *RedisServer) Restart(tb testing.TB) {
 	if s.freed {
 		tb.Fatalf("testenv: Restart of %s after its test ended", s.Addr)
 	}
-	s.stopLocked(syscall.SIGTERM)
-	var err error
-	for try := 0; try < 20; try++ {
-		if err = s.startLocked(); !errors.Is(err, errPortTaken) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	err := restartLocked(s.stopLocked, s.startLocked)
 	if err != nil {
 		tb.Fatalf("testenv: restarting redis-server on %s: %v", s.Addr, err)
 	}
@@ -147,6 +140,21 @@ func (s *RedisServer) stopLocked(sig syscall.Signal) {
 	}
 	stopProcess(s.cmd, s.done, sig)
 	s.cmd = nil
+}
+
+// restartLocked stops a server (SIGTERM) and starts it again on the same
+// port, retrying for up to 2 s while the port is still held by the exiting
+// process or taken by another.
+func restartLocked(stop func(syscall.Signal), start func() error) error {
+	stop(syscall.SIGTERM)
+	var err error
+	for try := 0; try < 20; try++ {
+		if err = start(); !errors.Is(err, errPortTaken) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
 }
 
 // stopProcess sends sig to cmd's pid unless it has exited (done closed),

@@ -218,14 +218,7 @@ func (z *ZooKeeper) Restart(tb testing.TB) {
 	if z.freed {
 		tb.Fatalf("testenv: Restart of ZooKeeper %s after its test ended", z.Addr)
 	}
-	z.stopLocked(syscall.SIGTERM)
-	var err error
-	for try := 0; try < 20; try++ {
-		if err = z.startLocked(); !errors.Is(err, errPortTaken) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	err := restartLocked(z.stopLocked, z.startLocked)
 	if err == nil && z.member {
 		err = z.waitLocked()
 	}
