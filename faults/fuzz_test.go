@@ -73,12 +73,22 @@ func TestFaultFuzz(t *testing.T) {
 		t.Run(ft.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), d+3*time.Minute)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-fuzz", "^"+ft.name+"$",
-				"-fuzztime", d.String(), "-parallel", "2", ft.pkg)
-			cmd.Dir = root
-			cmd.Env = append(os.Environ(), "LOCKX_FAULTS=")
+			fuzz := func() ([]byte, error) {
+				cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-fuzz", "^"+ft.name+"$",
+					"-fuzztime", d.String(), "-parallel", "2", ft.pkg)
+				cmd.Dir = root
+				cmd.Env = append(os.Environ(), "LOCKX_FAULTS=")
+				return cmd.CombinedOutput()
+			}
 			t0 := time.Now()
-			out, err := cmd.CombinedOutput()
+			out, err := fuzz()
+			if err != nil && deadlineFlake(out) {
+				// go.dev/issue/75804 (fixed in Go 1.27): the fuzz
+				// coordinator can report its own -fuzztime deadline as a
+				// failure of the target, with no failing input. Once.
+				t.Logf("%s: Go's fuzztime-deadline race (go.dev/issue/75804), no failing input; running again", ft.name)
+				out, err = fuzz()
+			}
 			if err != nil {
 				t.Fatalf("go test -fuzz %s %s: %v\n%s", ft.name, ft.pkg, err, out)
 			}
@@ -93,4 +103,35 @@ func TestFaultFuzz(t *testing.T) {
 		})
 	}
 	t.Logf("fuzzing: %d targets in %v", len(fuzzTargets), time.Since(start).Round(time.Second))
+}
+
+// deadlineFlake reports whether a failed fuzzing run is Go's coordinator
+// race at the -fuzztime deadline (go.dev/issue/75804) and nothing else: the
+// target failed with only "context deadline exceeded", and no failing input
+// was written, no panic or test error reported.
+func deadlineFlake(out []byte) bool {
+	o := string(out)
+	if !strings.Contains(o, "context deadline exceeded") {
+		return false
+	}
+	for _, real := range []string{"Failing input written", "panic:", "_test.go:", "fuzz: minimizing"} {
+		if strings.Contains(o, real) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestDeadlineFlake(t *testing.T) {
+	flake := "fuzz: elapsed: 3s, execs: 279255 (0/sec), new interesting: 0 (total: 12)\n--- FAIL: FuzzParseToken (3.06s)\n    context deadline exceeded\nFAIL\nexit status 1\n"
+	found := "--- FAIL: FuzzParseToken (0.10s)\n    --- FAIL: FuzzParseToken (0.00s)\n        token_test.go:40: round trip: got 1, want 2\n    Failing input written to testdata/fuzz/FuzzParseToken/abc\n"
+	panicked := "--- FAIL: FuzzKey (0.10s)\n    context deadline exceeded\npanic: runtime error: index out of range\n"
+	for _, c := range []struct {
+		out  string
+		want bool
+	}{{flake, true}, {found, false}, {panicked, false}, {"FAIL\nexit status 1\n", false}} {
+		if got := deadlineFlake([]byte(c.out)); got != c.want {
+			t.Errorf("deadlineFlake(%q) = %v, want %v", c.out, got, c.want)
+		}
+	}
 }
