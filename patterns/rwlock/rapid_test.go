@@ -18,25 +18,10 @@ import (
 // certainly live while now < start+lease (start = before the call that
 // granted it) and certainly gone once now > end+lease (end = after it).
 type rapidHold struct {
-	client     int
-	write      bool
-	g          *lockx.Grant
-	lease      time.Duration // 0: renewed by the watchdog
-	start, end time.Time
-}
-
-func (h *rapidHold) certainlyLive(now time.Time) bool {
-	return h.lease == 0 || now.Before(h.start.Add(h.lease))
-}
-
-// locallyValid: the client has not yet given the lease up as lost (it
-// does so lease·1 % + 2 ms early, for clock drift).
-func (h *rapidHold) locallyValid(now time.Time) bool {
-	return h.lease == 0 || now.Before(h.start.Add(h.lease-h.lease/50-3*time.Millisecond))
-}
-
-func (h *rapidHold) possiblyLive(now time.Time) bool {
-	return h.lease == 0 || !now.After(h.end.Add(h.lease+5*time.Millisecond))
+	client int
+	write  bool
+	g      *lockx.Grant
+	backendtest.Lease
 }
 
 // TestRapidRW drives several clients sharing one backend through random
@@ -126,7 +111,7 @@ func rapidRW(t *rapid.T, newBackend func() lockx.Backend, strict bool) {
 				}
 				blocked := false
 				for _, h := range append(holds[:len(holds):len(holds)], ghosts...) {
-					if h.possiblyLive(before) && (write || h.write) {
+					if h.PossiblyLive(before) && (write || h.write) {
 						blocked = true
 					}
 				}
@@ -136,11 +121,11 @@ func rapidRW(t *rapid.T, newBackend func() lockx.Backend, strict bool) {
 				return
 			}
 			for _, h := range holds {
-				if h.certainlyLive(after) && (write || h.write) {
+				if h.CertainlyLive(after) && (write || h.write) {
 					t.Fatalf("granted write=%v beside a live hold write=%v of client %d", write, h.write, h.client)
 				}
 			}
-			holds = append(holds, &rapidHold{client: i, write: write, g: g, lease: lease, start: before, end: after})
+			holds = append(holds, &rapidHold{client: i, write: write, g: g, Lease: backendtest.Lease{Lease: lease, Start: before, End: after}})
 		},
 		"release": func(t *rapid.T) {
 			if len(holds) == 0 {
@@ -153,7 +138,7 @@ func rapidRW(t *rapid.T, newBackend func() lockx.Backend, strict bool) {
 			// the lease up even then, it asked the backend while the lease
 			// was live there, and the release must succeed.
 			now := time.Now()
-			if err != nil && h.locallyValid(now) {
+			if err != nil && h.LocallyValid(now) {
 				t.Fatalf("release of a live hold: %v", err)
 			}
 			if err != nil {
@@ -167,7 +152,7 @@ func rapidRW(t *rapid.T, newBackend func() lockx.Backend, strict bool) {
 			clients[i] = lockx.New(newBackend())
 			for j := len(holds) - 1; j >= 0; j-- {
 				if holds[j].client == i {
-					if holds[j].lease > 0 {
+					if holds[j].Lease.Lease > 0 {
 						ghosts = append(ghosts, holds[j])
 					}
 					drop(j)
@@ -178,13 +163,13 @@ func rapidRW(t *rapid.T, newBackend func() lockx.Backend, strict bool) {
 			time.Sleep(time.Duration(rapid.IntRange(0, 25).Draw(t, "ms")) * time.Millisecond)
 			now := time.Now()
 			for j := len(holds) - 1; j >= 0; j-- {
-				if !holds[j].possiblyLive(now) {
+				if !holds[j].PossiblyLive(now) {
 					drop(j) // a lease left to expire: a crashed holder
 				}
 			}
 			g := ghosts[:0]
 			for _, h := range ghosts {
-				if h.possiblyLive(now) {
+				if h.PossiblyLive(now) {
 					g = append(g, h)
 				}
 			}

@@ -18,25 +18,10 @@ import (
 // certainly live while now < start+lease (start = before the call that
 // granted it) and certainly gone once now > end+lease (end = after it).
 type rapidPermit struct {
-	client     int
-	p          *semaphore.Permit
-	n          int64
-	lease      time.Duration // 0: renewed by the watchdog
-	start, end time.Time
-}
-
-func (h *rapidPermit) certainlyLive(now time.Time) bool {
-	return h.lease == 0 || now.Before(h.start.Add(h.lease))
-}
-
-// locallyValid: the client has not yet given the lease up as lost (it
-// does so lease·1 % + 2 ms early, for clock drift).
-func (h *rapidPermit) locallyValid(now time.Time) bool {
-	return h.lease == 0 || now.Before(h.start.Add(h.lease-h.lease/50-3*time.Millisecond))
-}
-
-func (h *rapidPermit) possiblyLive(now time.Time) bool {
-	return h.lease == 0 || !now.After(h.end.Add(h.lease+5*time.Millisecond))
+	client int
+	p      *semaphore.Permit
+	n      int64
+	backendtest.Lease
 }
 
 // TestRapidSemaphore drives several clients sharing one semaphore through
@@ -115,9 +100,9 @@ func rapidSemaphore(t *rapid.T, newBackend func() lockx.Backend, strict bool) {
 					t.Fatalf("TryAcquireN(%d): %v", n, err)
 				}
 				if strict {
-					in := sum(func(h *rapidPermit) bool { return h.possiblyLive(before) })
+					in := sum(func(h *rapidPermit) bool { return h.PossiblyLive(before) })
 					for _, h := range ghosts {
-						if h.possiblyLive(before) {
+						if h.PossiblyLive(before) {
 							in += h.n
 						}
 					}
@@ -127,10 +112,10 @@ func rapidSemaphore(t *rapid.T, newBackend func() lockx.Backend, strict bool) {
 				}
 				return
 			}
-			if in := sum(func(h *rapidPermit) bool { return h.certainlyLive(after) }); in+n > limit {
+			if in := sum(func(h *rapidPermit) bool { return h.CertainlyLive(after) }); in+n > limit {
 				t.Fatalf("TryAcquireN(%d) granted with %d of %d permits certainly in use", n, in, limit)
 			}
-			held = append(held, &rapidPermit{client: i, p: p, n: n, lease: lease, start: before, end: after})
+			held = append(held, &rapidPermit{client: i, p: p, n: n, Lease: backendtest.Lease{Lease: lease, Start: before, End: after}})
 		},
 		"release": func(t *rapid.T) {
 			if len(held) == 0 {
@@ -143,7 +128,7 @@ func rapidSemaphore(t *rapid.T, newBackend func() lockx.Backend, strict bool) {
 			// the lease up even then, it asked the backend while the lease
 			// was live there, and the release must succeed.
 			now := time.Now()
-			if err != nil && h.locallyValid(now) {
+			if err != nil && h.LocallyValid(now) {
 				t.Fatalf("release of a live permit: %v", err)
 			}
 			if err != nil {
@@ -157,7 +142,7 @@ func rapidSemaphore(t *rapid.T, newBackend func() lockx.Backend, strict bool) {
 			clients[i] = lockx.New(newBackend())
 			for j := len(held) - 1; j >= 0; j-- {
 				if held[j].client == i {
-					if held[j].lease > 0 {
+					if held[j].Lease.Lease > 0 {
 						ghosts = append(ghosts, held[j])
 					}
 					drop(j)
@@ -173,13 +158,13 @@ func rapidSemaphore(t *rapid.T, newBackend func() lockx.Backend, strict bool) {
 			time.Sleep(time.Duration(rapid.IntRange(0, 25).Draw(t, "ms")) * time.Millisecond)
 			now := time.Now()
 			for j := len(held) - 1; j >= 0; j-- {
-				if !held[j].possiblyLive(now) {
+				if !held[j].PossiblyLive(now) {
 					drop(j) // a lease left to expire: a crashed holder
 				}
 			}
 			g := ghosts[:0]
 			for _, h := range ghosts {
-				if h.possiblyLive(now) {
+				if h.PossiblyLive(now) {
 					g = append(g, h)
 				}
 			}
