@@ -10,7 +10,7 @@ import (
 // top — waiting, the watchdog, reentrancy, local queuing, validation — so a
 // backend only has to make these operations atomic on its store.
 //
-// Optional capabilities (Notifier, BatchExtender, and the pattern
+// Optional capabilities (Notifier, BatchExtender, ExtendPartitioner, and the pattern
 // capabilities) are further interfaces a backend may implement; the Client
 // discovers them with type assertions.
 //
@@ -99,11 +99,33 @@ type ExtendRequest struct {
 
 // BatchExtender is implemented by backends that can renew many leases in one
 // round trip. The watchdog uses it to renew all of a client's due locks at
-// once.
+// once. The watchdog's loop does not wait for the call: it runs in a
+// goroutine of its own, and the locks it renews are left out of later
+// renewals until it returns.
 type BatchExtender interface {
 	// ExtendMany renews each lease and returns one error per request (nil,
 	// ErrNotHeld, or an ErrUnavailable error), in order.
 	ExtendMany(ctx context.Context, reqs []ExtendRequest) []error
+}
+
+// ExtendPartitioner is implemented by a BatchExtender whose renewals fall
+// into independent groups — the nodes of a Redis Cluster, say — so that a
+// slow or failed group need not hold up the others. The watchdog then calls
+// ExtendMany once per group, all groups at once, each in its own goroutine
+// with a deadline of its own: the renewals of a healthy node land while a
+// stalled node's call waits for its timeout. Without it (or when it has a
+// single group) the watchdog makes one ExtendMany call for the whole batch.
+//
+// One ExtendMany call per group, rather than a callback per result from one
+// call, keeps the SPI a plain request/response: each call has one owner and
+// ends when it returns, and ExtendMany itself stays unchanged.
+type ExtendPartitioner interface {
+	// PartitionExtends splits reqs into groups of indexes into reqs, each
+	// index in exactly one group, such that ExtendMany of one group never
+	// waits on the store a request of another group goes to. It should not
+	// block on I/O beyond a routing-table refresh bounded by ctx. A result
+	// that is not such a partition is ignored (one group).
+	PartitionExtends(ctx context.Context, reqs []ExtendRequest) [][]int
 }
 
 // LossNotifier is implemented by backends that learn on their own that a

@@ -301,3 +301,94 @@ func TestErrorMessages(t *testing.T) {
 		t.Fatalf("nil backend: %v", err)
 	}
 }
+
+// partitioned is a BatchExtender and ExtendPartitioner over flaky: keys
+// starting with "slow" form a group of their own (a stalled node), and a
+// batch that holds one waits until its context ends. bad returns a result
+// that is no partition.
+type partitioned struct {
+	*flaky
+	bad bool
+}
+
+func (p *partitioned) PartitionExtends(ctx context.Context, reqs []lockx.ExtendRequest) [][]int {
+	if p.bad {
+		return [][]int{{0, 0}}
+	}
+	var slow, fast []int
+	for i, r := range reqs {
+		if strings.HasPrefix(r.Key, "slow") {
+			slow = append(slow, i)
+		} else {
+			fast = append(fast, i)
+		}
+	}
+	var groups [][]int
+	for _, g := range [][]int{slow, fast} {
+		if len(g) > 0 {
+			groups = append(groups, g)
+		}
+	}
+	return groups
+}
+
+func (p *partitioned) ExtendMany(ctx context.Context, reqs []lockx.ExtendRequest) []error {
+	for _, r := range reqs {
+		if strings.HasPrefix(r.Key, "slow") {
+			<-ctx.Done()
+			errs := make([]error, len(reqs))
+			for i := range errs {
+				errs[i] = lockx.Unavailable("extend", ctx.Err())
+			}
+			return errs
+		}
+	}
+	return p.flaky.ExtendMany(ctx, reqs)
+}
+
+// TestWatchdogGroupStallStaysInGroup: with an ExtendPartitioner, a renewal
+// group that stalls past its locks' validity loses only its own locks; the
+// other groups go on being renewed, period after period. A result that is
+// not a partition makes one batch, and then the stall takes every lock.
+func TestWatchdogGroupStallStaysInGroup(t *testing.T) {
+	for _, bad := range []bool{false, true} {
+		t.Run(fmt.Sprintf("bad=%t", bad), func(t *testing.T) {
+			p := &partitioned{flaky: newFlaky(), bad: bad}
+			const lease = 300 * time.Millisecond
+			c := lockx.New(p, lockx.WithWatchdog(lease))
+			defer c.Close()
+			ctx := context.Background()
+			slow, err := c.Acquire(ctx, "slow")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var fast []*lockx.Lock
+			for i := range 3 {
+				l, err := c.Acquire(ctx, fmt.Sprintf("fast%d", i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				fast = append(fast, l)
+			}
+			select {
+			case <-slow.Lost():
+			case <-time.After(10 * lease):
+				t.Fatal("the stalled group's lock was not lost")
+			}
+			time.Sleep(2 * lease)
+			for _, l := range fast {
+				select {
+				case <-l.Lost():
+					if !bad {
+						t.Errorf("%s lost: the stalled group held up its renewal", l.Key())
+					}
+				default:
+					if bad {
+						t.Errorf("%s held with one batch and a stall longer than its validity", l.Key())
+					}
+				}
+				_ = l.Release(ctx)
+			}
+		})
+	}
+}

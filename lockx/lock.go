@@ -47,6 +47,7 @@ type hold struct {
 	lease      time.Duration
 	validUntil time.Time // local: grant start + lease − drift
 	nextRenew  time.Time
+	renewing   bool // a watchdog renewal of this hold is in flight
 	timer      *time.Timer
 	finished   bool
 	lostFlag   atomic.Bool

@@ -10,7 +10,9 @@ import (
 // watchdog renews the leases of a client's watchdog-mode locks at lease/3.
 // One goroutine per client serves every lock; it runs only while there is a
 // lock to renew, and renews all locks that are due (or nearly due) together,
-// in one round trip when the backend is a BatchExtender.
+// in one round trip when the backend is a BatchExtender — or in one round
+// trip per independent group, concurrently, when it is also an
+// ExtendPartitioner (renew).
 type watchdog struct {
 	c       *Client
 	mu      sync.Mutex
@@ -116,52 +118,148 @@ func (w *watchdog) collect(now time.Time) (due []*hold, wait time.Duration, ok b
 		h.mu.Lock()
 		left := h.nextRenew.Sub(now)
 		window := h.lease / batchWindow
-		h.mu.Unlock()
-		if left <= 2*window {
+		switch {
+		case h.renewing: // its group's call has not returned yet
+		case left <= 2*window:
+			h.renewing = true
 			due = append(due, h)
-		} else if left-window < wait {
+		case left-window < wait:
 			wait = left - window
 		}
+		h.mu.Unlock()
 	}
 	return due, wait, true
 }
 
+// renew starts the renewal of due, which collect marked as renewing: one
+// goroutine per independent group, each owned by the watchdog (w.wg) and
+// ended by its call, bounded by the group's earliest local validity. The
+// loop does not wait for them, so a renewal stalled on one node delays
+// neither the renewals of other groups nor the next period's: a group's
+// holds stay out of collect until its call returns, which kicks the loop.
+//
+// Plain locks go to the backend's ExtendMany, split into the groups of its
+// ExtendPartitioner when it has one; the other holds (pattern grants, or a
+// backend without BatchExtender) are extended one by one in a group of
+// their own.
 func (w *watchdog) renew(due []*hold) {
-	reqs := make([]ExtendRequest, len(due))
-	deadline := time.Now().Add(time.Hour)
-	for i, h := range due {
+	var batch, single []*hold
+	for _, h := range due {
+		if h.plain && w.c.batch != nil {
+			batch = append(batch, h)
+		} else {
+			single = append(single, h)
+		}
+	}
+	if len(single) > 0 {
+		w.start(single, false)
+	}
+	if len(batch) == 0 {
+		return
+	}
+	part, ok := w.c.batch.(ExtendPartitioner)
+	if !ok {
+		w.start(batch, true)
+		return
+	}
+	reqs := extendRequests(batch)
+	ctx, cancel := context.WithDeadline(w.base, earliestValidity(batch))
+	groups := part.PartitionExtends(ctx, reqs)
+	cancel()
+	if !isPartition(groups, len(batch)) {
+		w.start(batch, true)
+		return
+	}
+	for _, g := range groups {
+		hs := make([]*hold, len(g))
+		for j, i := range g {
+			hs[j] = batch[i]
+		}
+		w.start(hs, true)
+	}
+}
+
+// isPartition reports whether groups holds each of 0..n-1 exactly once, in
+// non-empty groups: anything else from a backend is ignored (one group).
+func isPartition(groups [][]int, n int) bool {
+	seen := make([]bool, n)
+	count := 0
+	for _, g := range groups {
+		if len(g) == 0 {
+			return false
+		}
+		for _, i := range g {
+			if i < 0 || i >= n || seen[i] {
+				return false
+			}
+			seen[i] = true
+			count++
+		}
+	}
+	return count == n
+}
+
+func extendRequests(hs []*hold) []ExtendRequest {
+	reqs := make([]ExtendRequest, len(hs))
+	for i, h := range hs {
 		h.mu.Lock()
 		reqs[i] = ExtendRequest{Key: h.key, Owner: h.owner, Lease: h.lease}
+		h.mu.Unlock()
+	}
+	return reqs
+}
+
+// earliestValidity returns the earliest local validity of hs: no renewal
+// is worth waiting for past it.
+func earliestValidity(hs []*hold) time.Time {
+	deadline := time.Now().Add(time.Hour)
+	for _, h := range hs {
+		h.mu.Lock()
 		if h.validUntil.Before(deadline) {
 			deadline = h.validUntil
 		}
 		h.mu.Unlock()
 	}
-	// No renewal is worth waiting for past the earliest local validity.
-	ctx, cancel := context.WithDeadline(w.base, deadline)
+	return deadline
+}
+
+// start renews hs in a goroutine of the watchdog: in one ExtendMany if
+// batched, else one Extend after another.
+func (w *watchdog) start(hs []*hold, batched bool) {
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		w.renewGroup(hs, batched)
+		for _, h := range hs {
+			h.mu.Lock()
+			h.renewing = false
+			h.mu.Unlock()
+		}
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}()
+}
+
+func (w *watchdog) renewGroup(due []*hold, batched bool) {
+	reqs := extendRequests(due)
+	ctx, cancel := context.WithDeadline(w.base, earliestValidity(due))
 	defer cancel()
 	start := time.Now()
 	errs := make([]error, len(reqs))
-	var batch []int // plain locks, renewed in one round trip if the backend can
-	for i, h := range due {
-		if h.plain && w.c.batch != nil {
-			batch = append(batch, i)
-			continue
-		}
-		errs[i] = h.ops.Extend(ctx, reqs[i].Key, reqs[i].Owner, reqs[i].Lease)
-	}
-	if len(batch) > 0 {
-		breqs := make([]ExtendRequest, len(batch))
-		for j, i := range batch {
-			breqs[j] = reqs[i]
-		}
-		berrs := w.c.batch.ExtendMany(ctx, breqs)
-		for j, i := range batch {
-			if j < len(berrs) {
-				errs[i] = berrs[j]
+	if batched {
+		berrs := w.c.batch.ExtendMany(ctx, reqs)
+		for i := range errs {
+			if i < len(berrs) {
+				errs[i] = berrs[i]
 			} else {
 				errs[i] = Unavailable("extend", errors.New("batch returned too few results"))
 			}
+		}
+	} else {
+		for i, h := range due {
+			errs[i] = h.ops.Extend(ctx, reqs[i].Key, reqs[i].Owner, reqs[i].Lease)
 		}
 	}
 	for i, h := range due {

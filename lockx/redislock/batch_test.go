@@ -27,21 +27,8 @@ func TestBatchedStallStaysOnItsNode(t *testing.T) {
 	ctx := ctxT(t, 30*time.Second)
 
 	// A key on the first master and keys on the others.
-	onNode := func(i int, n int) []string {
-		var keys []string
-		for k := 0; len(keys) < n; k++ {
-			key := fmt.Sprintf("stall:%d:%d", i, k)
-			node, err := rdb.MasterForKey(ctx, prefix+"{"+key+"}")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if (node.Options().Addr == c.Masters[0].Addr) == (i == 0) {
-				keys = append(keys, key)
-			}
-		}
-		return keys
-	}
-	stalled, others := onNode(0, 1)[0], onNode(1, 8)
+	stalled := keysOn(t, rdb, prefix, c.Masters[0].Addr, true, 1)[0]
+	others := keysOn(t, rdb, prefix, c.Masters[0].Addr, false, 8)
 	o := lockx.NewOwner()
 	mustGrant(t, b, req(others[0], o, time.Minute)) // scripts loaded, connections up
 	if err := b.Release(ctx, others[0], o); err != nil {
@@ -98,4 +85,22 @@ func TestBatchedStallStaysOnItsNode(t *testing.T) {
 	if err := <-stalledDone; err == nil {
 		t.Fatal("the call to the paused node succeeded")
 	}
+}
+
+// keysOn returns n keys whose locks (under prefix) live on the master at
+// addr (on is true) or on the other masters (on is false).
+func keysOn(t *testing.T, rdb *redis.ClusterClient, prefix, addr string, on bool, n int) []string {
+	t.Helper()
+	var keys []string
+	for k := 0; len(keys) < n; k++ {
+		key := fmt.Sprintf("node:%t:%d", on, k)
+		node, err := rdb.MasterForKey(context.Background(), prefix+"{"+key+"}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (node.Options().Addr == addr) == on {
+			keys = append(keys, key)
+		}
+	}
+	return keys
 }

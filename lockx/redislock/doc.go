@@ -92,5 +92,7 @@
 // calls; a lone call is sent directly. Backend.AcquireMany takes a set of
 // keys in one script call per node (lockx's ManyAcquirer, behind
 // Client.AcquireMany), and the watchdog renews every due lock in one
-// pipeline per node.
+// pipeline per node: on a Cluster one call per master node, concurrently
+// (lockx.ExtendPartitioner), so a stalled master delays only the renewals
+// of its own locks.
 package redislock

@@ -112,20 +112,22 @@ func (b *Backend) AcquireMany(ctx context.Context, reqs []lockx.Request) ([]lock
 // key, else one group per hash tag, in order of first appearance.
 func (b *Backend) groupByTag(reqs []lockx.Request) [][]int {
 	if !b.routed {
-		idx := make([]int, len(reqs))
-		for i := range idx {
-			idx[i] = i
-		}
-		return [][]int{idx}
+		return groupBy(len(reqs), func(int) string { return "" })
 	}
+	return groupBy(len(reqs), func(i int) string { return hashTag(b.lockKey(reqs[i].Key)) })
+}
+
+// groupBy returns the indexes 0..n-1 grouped by key(i), groups in order of
+// first appearance.
+func groupBy[K comparable](n int, key func(i int) K) [][]int {
 	var groups [][]int
-	at := make(map[string]int, len(reqs))
-	for i, r := range reqs {
-		t := hashTag(b.lockKey(r.Key))
-		g, ok := at[t]
+	at := make(map[K]int)
+	for i := range n {
+		k := key(i)
+		g, ok := at[k]
 		if !ok {
 			g = len(groups)
-			at[t] = g
+			at[k] = g
 			groups = append(groups, nil)
 		}
 		groups[g] = append(groups[g], i)

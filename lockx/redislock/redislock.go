@@ -15,7 +15,8 @@ import (
 
 // Backend is lockx's Redis backend over a redis.UniversalClient: a single
 // node, a Sentinel failover client or a Cluster. It implements
-// lockx.Backend, lockx.Notifier, lockx.BatchExtender and lockx.ManyAcquirer.
+// lockx.Backend, lockx.Notifier, lockx.BatchExtender,
+// lockx.ExtendPartitioner and lockx.ManyAcquirer.
 // Create it with New;
 // it is safe for concurrent use.
 type Backend struct {
@@ -37,9 +38,10 @@ type Backend struct {
 }
 
 var (
-	_ lockx.Backend       = (*Backend)(nil)
-	_ lockx.Notifier      = (*Backend)(nil)
-	_ lockx.BatchExtender = (*Backend)(nil)
+	_ lockx.Backend           = (*Backend)(nil)
+	_ lockx.Notifier          = (*Backend)(nil)
+	_ lockx.BatchExtender     = (*Backend)(nil)
+	_ lockx.ExtendPartitioner = (*Backend)(nil)
 )
 
 // New returns a Backend that keeps its locks in rdb. It does not take
@@ -316,6 +318,27 @@ func (b *Backend) ExtendMany(ctx context.Context, reqs []lockx.ExtendRequest) []
 		}
 	}
 	return errs
+}
+
+// PartitionExtends implements lockx.ExtendPartitioner: on a Cluster, one
+// group per master node (the node that owns the lock key's slot, from the
+// client's cached slot table), so the watchdog renews each node's locks in
+// a call of its own and a stalled node delays only its own locks. Requests
+// whose node cannot be found form one more group. On a single node or a
+// Sentinel failover client everything is one group: one pipeline, as
+// before.
+func (b *Backend) PartitionExtends(ctx context.Context, reqs []lockx.ExtendRequest) [][]int {
+	cc, ok := b.rdb.(*redis.ClusterClient)
+	if !ok || b.err != nil {
+		return groupBy(len(reqs), func(int) *redis.Client { return nil })
+	}
+	return groupBy(len(reqs), func(i int) *redis.Client {
+		node, err := cc.MasterForKey(ctx, b.lockKey(reqs[i].Key))
+		if err != nil {
+			return nil // unknown: one group for all of them
+		}
+		return node
+	})
 }
 
 // Close implements lockx.Backend: it closes the wake-up subscription and
