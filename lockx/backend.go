@@ -123,8 +123,9 @@ type ExtendPartitioner interface {
 	// PartitionExtends splits reqs into groups of indexes into reqs, each
 	// index in exactly one group, such that ExtendMany of one group never
 	// waits on the store a request of another group goes to. It should not
-	// block on I/O beyond a routing-table refresh bounded by ctx. A result
-	// that is not such a partition is ignored (one group).
+	// block on I/O beyond a routing-table refresh bounded by ctx. nil means
+	// one group; any other result that is not such a partition is ignored
+	// (one group too).
 	PartitionExtends(ctx context.Context, reqs []ExtendRequest) [][]int
 }
 

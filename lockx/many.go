@@ -93,7 +93,8 @@ type LockSet struct {
 // Lock.Context), so keys that owner already holds on this client are
 // re-entered as Acquire would, or a fresh one. The set's Context carries it.
 // With the watchdog, members are renewed together, in one ExtendMany round
-// trip per renewal period on a BatchExtender backend. A backend implementing
+// trip per renewal period on a BatchExtender backend (one per group, all at
+// once, on an ExtendPartitioner: one per node of a Redis Cluster). A backend implementing
 // ManyAcquirer is asked for the whole set in one round trip first.
 func (c *Client) AcquireMany(ctx context.Context, keys []string, opts ...Option) (*LockSet, error) {
 	return c.acquireMany(ctx, keys, opts, true)

@@ -26,7 +26,9 @@
 // backend it wraps (Notifier, BatchExtender, FenceStore, RWBackend,
 // SemaphoreBackend, ResultStore, Inspector, StockBackend, OrderStore), each
 // going through the same breaker, so patterns find them with the usual type
-// assertions.
+// assertions. A BatchExtender comes with lockx.ExtendPartitioner, which
+// asks the wrapped backend's partition when it has one and is one group
+// (as without it) otherwise.
 package breaker
 
 import (

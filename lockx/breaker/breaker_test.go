@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -339,5 +340,37 @@ func TestRedisOutage(t *testing.T) {
 		len(fast), fast[len(fast)/2], p99, fast[len(fast)-1], recovered.Sub(restarted), states)
 	if p99 > 50*time.Millisecond {
 		t.Errorf("p99 of acquires with the breaker open = %v, want ≤ 50 ms", p99)
+	}
+}
+
+// halves is a BatchExtender whose renewals fall into two groups.
+type halves struct{ *memlock.Backend }
+
+func (halves) ExtendMany(_ context.Context, reqs []lockx.ExtendRequest) []error {
+	return make([]error, len(reqs))
+}
+
+func (halves) PartitionExtends(_ context.Context, reqs []lockx.ExtendRequest) [][]int {
+	return [][]int{{0}, {1}}
+}
+
+// batchOnly is a BatchExtender without a partition: its PartitionExtends,
+// of another signature, hides the one of halves.
+type batchOnly struct{ halves }
+
+func (batchOnly) PartitionExtends() {}
+
+func TestPartitionForwarded(t *testing.T) {
+	reqs := make([]lockx.ExtendRequest, 2)
+	p, ok := breaker.Wrap(halves{memlock.New()}).(lockx.ExtendPartitioner)
+	if !ok {
+		t.Fatal("Wrap of a BatchExtender is no ExtendPartitioner")
+	}
+	if got := p.PartitionExtends(context.Background(), reqs); !reflect.DeepEqual(got, [][]int{{0}, {1}}) {
+		t.Errorf("partition through the breaker = %v, want the wrapped backend's", got)
+	}
+	p = breaker.Wrap(batchOnly{halves{memlock.New()}}).(lockx.ExtendPartitioner)
+	if got := p.PartitionExtends(context.Background(), reqs); got != nil {
+		t.Errorf("partition of a backend without one = %v, want nil (one group)", got)
 	}
 }

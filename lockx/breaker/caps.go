@@ -76,6 +76,17 @@ func (w batchExtender) ExtendMany(ctx context.Context, reqs []lockx.ExtendReques
 	return errs
 }
 
+// PartitionExtends implements lockx.ExtendPartitioner by asking the
+// wrapped backend when it is one, so a stalled Cluster node still delays
+// only its own renewals behind a breaker; each group's ExtendMany is then
+// one call of the breaker. Otherwise nil: one group, as without it.
+func (w batchExtender) PartitionExtends(ctx context.Context, reqs []lockx.ExtendRequest) [][]int {
+	if p, ok := w.x.(lockx.ExtendPartitioner); ok {
+		return p.PartitionExtends(ctx, reqs)
+	}
+	return nil
+}
+
 type fenceStore struct {
 	br *Breaker
 	f  lockx.FenceStore
