@@ -26,8 +26,12 @@ type flaky struct {
 	failRelease   atomic.Int32
 	lateRelease   bool
 	failExtend    atomic.Bool
-	extendBatches atomic.Int32
+	extendBatches atomic.Int32 // ExtendMany calls started
 	extendCalls   atomic.Int32
+
+	mu    sync.Mutex
+	sizes []int         // the size of every ExtendMany call, recorded when it starts
+	gate  chan struct{} // if set, ExtendMany waits for it to close before it renews
 }
 
 var errWire = errors.New("i/o timeout")
@@ -62,12 +66,28 @@ func (f *flaky) Extend(ctx context.Context, key string, owner lockx.Owner, lease
 
 // ExtendMany makes flaky a BatchExtender, so the watchdog's batching shows.
 func (f *flaky) ExtendMany(ctx context.Context, reqs []lockx.ExtendRequest) []error {
+	f.mu.Lock()
+	f.sizes = append(f.sizes, len(reqs))
+	gate := f.gate
+	f.mu.Unlock()
 	f.extendBatches.Add(1)
+	if gate != nil {
+		<-gate
+	}
 	errs := make([]error, len(reqs))
 	for i, r := range reqs {
 		errs[i] = f.Extend(ctx, r.Key, r.Owner, r.Lease)
 	}
 	return errs
+}
+
+// batchSizes returns the sizes of the ExtendMany calls started so far, in
+// order: unlike two counters read one after the other, it never sees half
+// of a batch that is still running, nor counts one that started earlier.
+func (f *flaky) batchSizes() []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]int(nil), f.sizes...)
 }
 
 func newFlaky() *flaky { return &flaky{Backend: memlock.New()} }
@@ -167,10 +187,13 @@ func TestWatchdogBatchesRenewals(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before := f.extendCalls.Load()
+	// A round trip collected before the releases may start a moment after
+	// them; none may start later.
+	time.Sleep(50 * time.Millisecond)
+	before := f.extendBatches.Load()
 	time.Sleep(300 * time.Millisecond)
-	if after := f.extendCalls.Load(); after != before {
-		t.Fatalf("%d renewals after every lock was released", after-before)
+	if after := f.extendBatches.Load(); after != before {
+		t.Fatalf("%d renewal batches after every lock was released", after-before)
 	}
 }
 

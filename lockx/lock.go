@@ -47,7 +47,8 @@ type hold struct {
 	lease      time.Duration
 	validUntil time.Time // local: grant start + lease − drift
 	nextRenew  time.Time
-	renewing   bool // a watchdog renewal of this hold is in flight
+	renewing   bool      // a watchdog renewal of this hold is in flight
+	renewFrom  time.Time // when that renewal was collected: its next renewal is about lease/3 later
 	timer      *time.Timer
 	finished   bool
 	lostFlag   atomic.Bool

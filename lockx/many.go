@@ -163,7 +163,7 @@ func (c *Client) acquireMany(ctx context.Context, keys []string, opts []Option, 
 			return nil, err
 		}
 	}
-	alignRenewals(locks)
+	c.wd.align(locks)
 	return newLockSet(ctx, owner, locks), nil
 }
 
@@ -248,17 +248,31 @@ func anyAcquired(res []Result) bool {
 	return false
 }
 
-// alignRenewals moves every watchdog member's next renewal to the earliest
-// one of the set, so the watchdog renews the set together (one ExtendMany)
-// from then on. Renewing early is always safe; the earliest renewal is
-// already known to the watchdog, so it need not be woken.
-func alignRenewals(locks []*Lock) {
+// align moves every watchdog member's next renewal to the earliest one of
+// the set, so the watchdog renews the set together (one ExtendMany) from
+// then on. Renewing early is always safe; the earliest renewal is already
+// known to the watchdog, so it need not be woken. It holds w.mu, as collect
+// does, so a collect sees the set either before or after it, never half
+// moved.
+//
+// A member whose renewal is in flight (the set took long to gather, and the
+// watchdog renewed its first members meanwhile) counts with the renewal
+// that call will schedule, about lease/3 after it started, and keeps it: its
+// stale schedule would pull the others forward into a round trip of their
+// own while it is still out.
+func (w *watchdog) align(locks []*Lock) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	var first time.Time
 	for _, l := range locks {
 		h := l.h
 		h.mu.Lock()
-		if h.watchdog && !h.finished && (first.IsZero() || h.nextRenew.Before(first)) {
-			first = h.nextRenew
+		next := h.nextRenew
+		if h.renewing {
+			next = h.renewFrom.Add(h.lease / 3)
+		}
+		if h.watchdog && !h.finished && (first.IsZero() || next.Before(first)) {
+			first = next
 		}
 		h.mu.Unlock()
 	}
@@ -268,7 +282,7 @@ func alignRenewals(locks []*Lock) {
 	for _, l := range locks {
 		h := l.h
 		h.mu.Lock()
-		if h.watchdog && !h.finished && h.nextRenew.After(first) {
+		if h.watchdog && !h.finished && !h.renewing && h.nextRenew.After(first) {
 			h.nextRenew = first
 		}
 		h.mu.Unlock()

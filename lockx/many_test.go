@@ -12,45 +12,87 @@ import (
 	"github.com/lockx-go/lockx/lockx/memlock"
 )
 
+// TestAcquireManyRenewsInOneBatch: a set gathered over a span longer than
+// the watchdog's batching window (lease/12) is renewed in one round trip
+// per period: its members' schedules are aligned when the set is complete.
 func TestAcquireManyRenewsInOneBatch(t *testing.T) {
 	f := newFlaky()
-	lease := 300 * time.Millisecond
+	// Renewals every ~200 ms, window 50 ms: a member busy for 75 ms spreads
+	// the grants over more than the window and ends well before the first
+	// renewal is due (100 ms).
+	testManyRenewals(t, f, 600*time.Millisecond, 75*time.Millisecond, nil)
+}
+
+// TestAcquireManyAlignsAroundInflightRenewal: a set gathered over more than
+// lease/3 has its first members renewed while it is still gathering; that
+// renewal is still out when the set is complete (its round trip is held
+// until then). The members taken last must join the renewal schedule that
+// call will set, not the stale one, or they would be renewed in a round
+// trip of their own, and the set split for good.
+func TestAcquireManyAlignsAroundInflightRenewal(t *testing.T) {
+	f := newFlaky()
+	gate := make(chan struct{})
+	f.gate = gate
+	// Renewals every ~100 ms, first due at 50 ms; the busy member is free
+	// after 80 ms.
+	testManyRenewals(t, f, 300*time.Millisecond, 80*time.Millisecond, func() {
+		f.mu.Lock()
+		f.gate = nil
+		f.mu.Unlock()
+		close(gate)
+	})
+}
+
+// testManyRenewals takes a set of 10 keys with a client of watchdog lease
+// lease while one member is busy for busy, calls gathered (if not nil) once
+// the set is held, and then checks that every renewal round trip started
+// over the next two periods carries all 10 members, and that none starts
+// after the set is released.
+func testManyRenewals(t *testing.T, f *flaky, lease, busy time.Duration, gathered func()) {
+	t.Helper()
 	c := lockx.New(f, lockx.WithWatchdog(lease))
 	defer c.Close()
 	keys := make([]string, 10)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("set:%d", i)
 	}
-	// One member is busy for a while, so the set is taken over a span longer
-	// than the watchdog's batching window (lease/12): the members' renewal
-	// schedules must still be aligned into one round trip.
 	other := lockx.New(f.Backend)
 	defer other.Close()
-	busy, err := other.Acquire(context.Background(), keys[7])
+	held, err := other.Acquire(context.Background(), keys[7])
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.AfterFunc(60*time.Millisecond, func() { _ = busy.Release(context.Background()) })
+	time.AfterFunc(busy, func() { _ = held.Release(context.Background()) })
 	ls, err := c.AcquireMany(context.Background(), keys, lockx.WithBackoff(5*time.Millisecond, 10*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	calls0, batches0 := f.extendCalls.Load(), f.extendBatches.Load()
-	time.Sleep(2*lease + lease/3)
-	calls, batches := f.extendCalls.Load()-calls0, f.extendBatches.Load()-batches0
-	if batches < 2 {
-		t.Fatalf("%d renewal batches over 2+ periods", batches)
+	// Round trips started before this point may have carried only the
+	// members held by then.
+	n0 := len(f.batchSizes())
+	if gathered != nil {
+		gathered()
 	}
-	if calls != 10*batches {
-		t.Fatalf("%d renewals in %d round trips: want all 10 members in every one", calls, batches)
+	time.Sleep(2*lease + lease/3)
+	sizes := f.batchSizes()[n0:]
+	if len(sizes) < 2 {
+		t.Fatalf("%d renewal batches over 2+ periods", len(sizes))
+	}
+	for _, n := range sizes {
+		if n != 10 {
+			t.Fatalf("renewal batches of %v: want all 10 members in every one", sizes)
+		}
 	}
 	if err := ls.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	before := f.extendCalls.Load()
+	// A round trip collected before the release may start a moment after
+	// it; none may start later.
+	time.Sleep(lease / 4)
+	before := f.extendBatches.Load()
 	time.Sleep(lease)
-	if after := f.extendCalls.Load(); after != before {
-		t.Fatalf("%d renewals after the set was released", after-before)
+	if after := f.extendBatches.Load(); after != before {
+		t.Fatalf("%d renewal batches after the set was released", after-before)
 	}
 }
 

@@ -122,6 +122,7 @@ func (w *watchdog) collect(now time.Time) (due []*hold, wait time.Duration, ok b
 		case h.renewing: // its group's call has not returned yet
 		case left <= 2*window:
 			h.renewing = true
+			h.renewFrom = now
 			due = append(due, h)
 		case left-window < wait:
 			wait = left - window
@@ -230,11 +231,17 @@ func (w *watchdog) start(hs []*hold, batched bool) {
 	go func() {
 		defer w.wg.Done()
 		w.renewGroup(hs, batched)
+		// The group leaves the renewing state at once, under w.mu, which
+		// collect holds while it looks: a collect that ran between two of
+		// these updates would see part of a group due and split a batch
+		// that belongs together (renewals slower than 2 windows, under load).
+		w.mu.Lock()
 		for _, h := range hs {
 			h.mu.Lock()
 			h.renewing = false
 			h.mu.Unlock()
 		}
+		w.mu.Unlock()
 		select {
 		case w.kick <- struct{}{}:
 		default:
