@@ -29,6 +29,7 @@ type Backend struct {
 	sessions []sessionSlot
 	lst      *listener
 	refs     refusals // refused pattern waiters answered locally (refusals.go)
+	sem      semState // semaphore waiters and combined decisions (sem_batch.go)
 	// fairSent counts the statements fair attempts sent (tries and queue
 	// refreshes): with a working wake-up, a few per handoff.
 	fairSent atomic.Int64

@@ -103,6 +103,7 @@ func migrate(ctx context.Context, conn *pgx.Conn, schema string) error {
 			count bigint NOT NULL,
 			seq bigint NOT NULL,
 			expires timestamptz NOT NULL,
+			lim bigint NOT NULL DEFAULT 0,
 			PRIMARY KEY (kind, hash, owner))`,
 		`CREATE UNLOGGED TABLE IF NOT EXISTS ` + n.pstate + ` (
 			kind smallint NOT NULL,
@@ -120,6 +121,17 @@ func migrate(ctx context.Context, conn *pgx.Conn, schema string) error {
 	}
 	if !hadEpoch {
 		stmts = append(stmts, `INSERT INTO `+n.epoch+` (id) VALUES (1)`)
+	}
+	// A semaphore waiter's own limit (lim), for grants handed over
+	// (sem.go), is missing from tables made by older versions; their rows
+	// get 0, "unknown". Checked first: ALTER TABLE would lock the table.
+	var noLim bool
+	if err := tx.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute
+		WHERE attrelid = to_regclass($1) AND attname = 'lim' AND NOT attisdropped)`, n.pqueue).Scan(&noLim); err != nil {
+		return fmt.Errorf("pglock: migrate: %w", err)
+	}
+	if noLim {
+		stmts = append(stmts, `ALTER TABLE `+n.pqueue+` ADD COLUMN IF NOT EXISTS lim bigint NOT NULL DEFAULT 0`)
 	}
 	for _, s := range stmts {
 		if _, err := tx.Exec(ctx, s); err != nil {
@@ -144,10 +156,11 @@ func privilegeError(err error, what string, args ...any) error {
 }
 
 // isMissingSchema reports errors that mean Migrate has not run: undefined
-// table or sequence (42P01) or schema (3F000).
+// table or sequence (42P01), schema (3F000), or column (42703: a schema
+// made by an older version).
 func isMissingSchema(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000")
+	return errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000" || pgErr.Code == "42703")
 }
 
 // usageError explains a permission error on the schema's objects at run

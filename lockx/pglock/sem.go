@@ -1,0 +1,271 @@
+package pglock
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/lockx-go/lockx/lockx"
+)
+
+// Semaphores (lockx.SemaphoreBackend) are table-based: each permit holder is
+// one row of lockx_pattern_held with a lease on the server's clock, each
+// waiter a row of lockx_pattern_queue with its count and its own limit.
+// Decisions on a key are serialised by a transaction-scoped advisory lock on
+// the key's pattern hash (patternTx, head), so the limit holds across every
+// process, and a crashed holder's row simply stops counting when its lease
+// ends.
+//
+// Grants are handed over, not competed for: a release (and a grant that
+// leaves permits to spare) grants, in the same statement, the prefix of the
+// queue whose requests fit — each checked against its own requester's limit
+// — by moving their rows from the queue to the held table, and NOTIFYs
+// exactly those owners. A woken owner then only confirms its grant: one
+// UPDATE of its own row that starts its lease (semConfirm), without the
+// decision lock. So a contended permit costs two decisions (the attempt that
+// queues the waiter, and the release that hands it on) and one unserialised
+// statement, where it cost three decisions before (the queueing attempt, a
+// granting attempt racing the other woken waiters for the decision lock,
+// the release). Until it is confirmed, a handed-over grant keeps the queue
+// entry's expiry, so a waiter that died while queued returns it within its
+// queue TTL.
+
+// semQueued records, per owner (hex), the notification count before the
+// decision that queued it: a notification naming the owner after that may
+// be a grant handed over, which the owner's next attempt confirms first.
+func (b *Backend) semQueuedAt(owner string) (uint64, bool) {
+	v, ok := b.sem.queued.Load(owner)
+	if !ok {
+		return 0, false
+	}
+	return v.(uint64), true
+}
+
+// namedAfter reports whether a notification after seq named owner (or woke
+// every watcher after a reconnection).
+func (r *refusals) namedAfter(owner string, seq uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reset > seq || r.named[owner].seq > seq
+}
+
+// AcquirePermits implements lockx.SemaphoreBackend. A queued owner named in
+// a notification since it queued first confirms a grant handed over to it
+// (one statement, no decision lock); otherwise, or if there was none, the
+// decision is one transaction sent as one pipelined batch: it runs on the
+// server, so the key's decision lock is held for the statements' time only,
+// not across a round trip to the client.
+func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (lockx.Result, error) {
+	switch {
+	case req.Limit <= 0:
+		return lockx.Result{}, &lockx.ArgError{Arg: "limit", Reason: "must be positive"}
+	case req.Count <= 0:
+		return lockx.Result{}, &lockx.ArgError{Arg: "permits", Reason: "must be positive"}
+	case req.Count > req.Limit:
+		return lockx.Result{}, &lockx.ArgError{Arg: "permits", Reason: "more than the limit"}
+	}
+	ask := refusal{hash: b.hash(req.Key), kind: kindSem, mode: rowPermit, limit: req.Limit, count: req.Count}
+	if res, ok := b.answerLocally(req.Request, ask); ok {
+		return res, nil
+	}
+	owner := hex.EncodeToString([]byte(req.Owner))
+	if at, ok := b.semQueuedAt(owner); ok && b.refs.namedAfter(owner, at) {
+		tok, err := b.semConfirm(ctx, req.Key, req.Owner, req.Lease)
+		if err != nil {
+			return lockx.Result{}, err
+		}
+		if tok != 0 {
+			b.sem.queued.Delete(owner)
+			b.refs.forget(owner)
+			return lockx.Result{Acquired: true, Token: lockx.Token(tok), TTL: req.Lease}, nil
+		}
+	}
+	seq, listening := b.refs.mark(b)
+	var res lockx.Result
+	var queued int64
+	hash := b.hash(req.Key)
+	err := b.semDecide(ctx, "acquire permits", req.Key, func(batch *pgx.Batch) {
+		batch.Queue(b.names.expandPattern(sqlPermits), kindSem, hash, []byte(req.Owner), ms(req.Lease), req.Fair,
+			string(b.payload(hash)), req.Count, req.Limit, req.Wait, ms(b.queueTTL(req.QueueTTL)), b.names.channel).QueryRow(func(row pgx.Row) error {
+			var own, granted, ttl, notified *int64
+			if err := row.Scan(&own, &granted, &ttl, &queued, &notified); err != nil {
+				return err
+			}
+			switch {
+			case own != nil:
+				res = lockx.Result{Acquired: true, Token: lockx.Token(*own), TTL: req.Lease}
+			case granted != nil:
+				res = lockx.Result{Acquired: true, Token: lockx.Token(*granted), TTL: req.Lease}
+			case ttl != nil:
+				res.TTL = time.Duration(max(*ttl, 0)) * time.Millisecond
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return lockx.Result{}, err
+	}
+	switch {
+	case res.Acquired:
+		b.sem.queued.Delete(owner)
+	case queued > 0:
+		b.sem.queued.Store(owner, seq)
+	}
+	b.noteAnswer(req.Request, ask, res, seq, listening)
+	return res, nil
+}
+
+// semConfirm starts the lease of a grant handed over to owner and returns
+// its token, or 0 if owner holds no permits of key. It needs no decision
+// lock: it only moves its own row's lease.
+func (b *Backend) semConfirm(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) (int64, error) {
+	var tok int64
+	err := b.patternTx(ctx, "acquire permits", kindSem, key, func(c *pgx.Conn, hash, _ int64) error {
+		err := c.QueryRow(ctx, b.names.expandPattern(`UPDATE {pheld} SET expires = clock_timestamp() + $4::int8 * interval '1 millisecond'
+			WHERE kind = $1 AND hash = $2 AND owner = $3 AND mode = 3 AND expires > clock_timestamp() RETURNING token`),
+			kindSem, hash, []byte(owner), ms(lease)).Scan(&tok)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	return tok, err
+}
+
+// semHead queues the head of a semaphore decision: its commit does not wait
+// for the WAL flush once the fence guard's marker shows that the fence
+// sequence was moved past anything a crash could have un-issued
+// (fence_guard.go) — a grant draws its token with nextval, which writes WAL
+// every 32 values, and would otherwise hold the decision lock for a disk
+// flush — then the decision lock and the purge (head).
+func (b *Backend) semHead(batch *pgx.Batch, hash, lock int64) {
+	batch.Queue(`SELECT set_config('synchronous_commit', CASE WHEN EXISTS (SELECT 1 FROM ` + b.names.epoch + `) THEN 'off' ELSE 'on' END, true)`)
+	b.head(batch, kindSem, hash, lock)
+}
+
+// semHandOver grants the queued requests (other than $3's) that fit after
+// the permits in use become the SQL expression used: the prefix of the
+// queue, in order, whose every request fits within its own requester's
+// limit (lim) — a request that does not fit stops the hand-over, so a large
+// request is not overtaken. It defines the CTEs hv (the owners granted, with
+// their new tokens). A handed-over row keeps its queue entry's expiry until
+// its owner confirms it (semConfirm).
+func semHandOver(used string) string {
+	return `hg AS (SELECT owner, count, expires, seq FROM (
+			SELECT owner, count, expires, seq, bool_and(` + used + ` + run <= lim) OVER (ORDER BY seq) AS fits
+			FROM (SELECT owner, count, expires, seq, lim, sum(count) OVER (ORDER BY seq) AS run
+				FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner <> $3) r) f
+		WHERE fits ORDER BY seq LIMIT ` + strconv.Itoa(maxWakeNames) + `),
+	hv AS (INSERT INTO {pheld} (kind, hash, owner, mode, count, token, expires)
+		SELECT $1, $2, owner, 3, count, {fence}, expires FROM (SELECT * FROM hg ORDER BY seq) o
+		ON CONFLICT DO NOTHING RETURNING owner),
+	hq AS (DELETE FROM {pqueue} q USING hv WHERE q.kind = $1 AND q.hash = $2 AND q.owner = hv.owner)`
+}
+
+// semHandOverPayload is the NOTIFY payload after a hand-over: the owners
+// granted; if none, the queue's head if its limit is unknown (a row queued
+// before limits were stored), so that it decides for itself; every watcher
+// if nobody is queued (waiters that do not queue); NULL: nobody. $p is the
+// payload "<hash>".
+func semHandOverPayload(p string) string {
+	return `(SELECT CASE
+		WHEN EXISTS (SELECT 1 FROM hv) THEN ` + p + ` || ' ' || (SELECT string_agg(encode(owner, 'hex'), ' ') FROM hv)
+		WHEN NOT EXISTS (SELECT 1 FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner <> $3) THEN ` + p + `
+		ELSE (SELECT CASE WHEN lim = 0 THEN ` + p + ` || ' ' || encode(owner, 'hex') END FROM {pqueue}
+			WHERE kind = $1 AND hash = $2 AND owner <> $3 ORDER BY seq LIMIT 1) END)`
+}
+
+// sqlPermits is one semaphore decision for owner $3, after the decision lock
+// and the purge: a holder's repeat renews its lease (idempotent per owner,
+// and how a grant handed over is taken up when its notification was
+// missed); otherwise the request is granted when the permits in use, plus
+// (if $5, fair) those asked for by the requests queued ahead of $3, plus $7
+// fit in the limit $8; a refused request with $9 (wait) is queued with its
+// limit, or refreshes its place, for $10 ms; a grant with permits to spare
+// hands them over to the queue (semHandOver). $4 lease ms, $6 "<hash>", $11
+// the channel. Returns the holder's token (repeat), the new token (grant),
+// the earliest lease's remaining ms, whether it queued, and whether it
+// notified.
+var sqlPermits = `WITH own AS (
+		UPDATE {pheld} SET expires = clock_timestamp() + $4::int8 * interval '1 millisecond'
+		WHERE kind = $1::int2 AND hash = $2::int8 AND owner = $3::bytea AND mode = 3 RETURNING token),
+	st AS (SELECT
+		(SELECT coalesce(sum(count), 0)::int8 FROM {pheld} WHERE kind = $1 AND hash = $2) AS used,
+		CASE WHEN $5::bool THEN (SELECT coalesce(sum(count), 0)::int8 FROM {pqueue}
+			WHERE kind = $1 AND hash = $2 AND owner <> $3 AND seq < coalesce(` + sqlOwnSeq + `, 9223372036854775807)) ELSE 0 END AS ahead,
+		(SELECT (extract(epoch FROM min(expires) - clock_timestamp()) * 1000)::int8 FROM {pheld} WHERE kind = $1 AND hash = $2) AS ttl,
+		EXISTS (SELECT 1 FROM own) AS mine),
+	d AS (SELECT NOT mine AND used + ahead + $7::int8 <= $8::int8 AS ok,
+		NOT mine AND used + ahead + $7::int8 > $8::int8 AS refuse, used, ttl FROM st),
+	ins AS (INSERT INTO {pheld} (kind, hash, owner, mode, count, token, expires)
+		SELECT $1, $2, $3, 3, $7, {fence}, clock_timestamp() + $4::int8 * interval '1 millisecond' FROM d WHERE ok
+		RETURNING token),
+	enq AS (INSERT INTO {pqueue} (kind, hash, owner, mode, count, seq, expires, lim)
+		SELECT $1, $2, $3, 3, $7, {fence}, clock_timestamp() + $10::int8 * interval '1 millisecond', $8 FROM d WHERE refuse AND $9::bool
+		ON CONFLICT (kind, hash, owner) DO UPDATE SET mode = EXCLUDED.mode, count = EXCLUDED.count, expires = EXCLUDED.expires, lim = EXCLUDED.lim
+		RETURNING 1),
+	deq AS (DELETE FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner = $3 AND (SELECT ok FROM d) RETURNING 1),
+	` + semHandOver("(SELECT used + $7 FROM d WHERE ok)") + `
+	SELECT (SELECT token FROM own), (SELECT token FROM ins), d.ttl, (SELECT count(*) FROM enq),
+		CASE WHEN EXISTS (SELECT 1 FROM hv) THEN
+			(SELECT length(pg_notify($11::text, w.p)::text) FROM (SELECT ` + semHandOverPayload("$6::text") + ` AS p) w)
+		END::int8
+	FROM d`
+
+// sqlReleasePermits returns owner $3's permits and withdraws it from the
+// queue, hands the permits now free over to the queue (semHandOver), and
+// notifies (semHandOverPayload) if anything changed. $4 the channel, $5
+// "<hash>". Returns how many holds were released.
+var sqlReleasePermits = `WITH d AS (DELETE FROM {pheld} WHERE kind = $1 AND hash = $2 AND owner = $3 AND mode = 3 RETURNING count),
+	q AS (DELETE FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner = $3 RETURNING 1),
+	` + semHandOver(`((SELECT coalesce(sum(count), 0) FROM {pheld} WHERE kind = $1 AND hash = $2) - (SELECT coalesce(sum(count), 0) FROM d))`) + `
+	SELECT (SELECT count(*) FROM d),
+		CASE WHEN EXISTS (SELECT 1 FROM d) OR EXISTS (SELECT 1 FROM q) THEN
+			(SELECT length(pg_notify($4::text, w.p)::text) FROM (SELECT ` + semHandOverPayload("$5::text") + ` AS p) w WHERE w.p IS NOT NULL)
+		END::int8`
+
+// ExtendPermits implements lockx.SemaphoreBackend.
+func (b *Backend) ExtendPermits(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) error {
+	return b.extendPattern(ctx, "extend permits", kindSem, key, owner, rowPermit, lease)
+}
+
+// ReleasePermits implements lockx.SemaphoreBackend, in one round trip (one
+// implicit transaction). It hands the permits it frees over to the queue.
+func (b *Backend) ReleasePermits(ctx context.Context, key string, owner lockx.Owner) error {
+	ownerHex := hex.EncodeToString([]byte(owner))
+	b.refs.forget(ownerHex)
+	b.sem.queued.Delete(ownerHex)
+	var held int64
+	hash := b.hash(key)
+	err := b.semDecide(ctx, "release permits", key, func(batch *pgx.Batch) {
+		batch.Queue(b.names.expandPattern(sqlReleasePermits), kindSem, hash, []byte(owner), b.names.channel, string(b.payload(hash))).QueryRow(func(row pgx.Row) error {
+			var n *int64
+			return row.Scan(&held, &n)
+		})
+	})
+	if err != nil {
+		return err
+	}
+	if held == 0 {
+		return lockx.ErrNotHeld
+	}
+	return nil
+}
+
+// Permits implements lockx.SemaphoreBackend: one read, which leaves out
+// expired leases and queue entries instead of purging them, so it needs no
+// decision lock and never delays a decision.
+func (b *Backend) Permits(ctx context.Context, key string) (lockx.PermitUsage, error) {
+	var u lockx.PermitUsage
+	err := b.patternTx(ctx, "permits", kindSem, key, func(c *pgx.Conn, hash, _ int64) error {
+		return c.QueryRow(ctx, b.names.expandPattern(`SELECT
+			(SELECT coalesce(sum(count), 0)::int8 FROM {pheld} WHERE kind = $1 AND hash = $2 AND expires > clock_timestamp()),
+			(SELECT count(*) FROM {pheld} WHERE kind = $1 AND hash = $2 AND expires > clock_timestamp()),
+			(SELECT count(*) FROM {pqueue} WHERE kind = $1 AND hash = $2 AND expires > clock_timestamp())`), kindSem, hash).Scan(&u.InUse, &u.Holders, &u.Waiting)
+	})
+	return u, err
+}
