@@ -265,6 +265,8 @@ type created struct {
 	seq      int64
 	token    lockx.Token
 	children int32
+	version  int32 // dir's data and child versions after the transaction
+	cversion int32
 }
 
 // create makes owner's ephemeral sequential node under dir. The node and
@@ -300,7 +302,7 @@ func (b *Backend) multiCreate(dir string, ops ...any) (created, error) {
 		for _, r := range res {
 			switch {
 			case r.Stat != nil:
-				c.token, c.children = lockx.Token(r.Stat.Mzxid), r.Stat.NumChildren
+				c.token, c.children, c.version, c.cversion = lockx.Token(r.Stat.Mzxid), r.Stat.NumChildren, r.Stat.Version, r.Stat.Cversion
 			case strings.HasPrefix(r.String, dir+"/"):
 				n, ok := parseNode(path.Base(r.String))
 				if !ok {

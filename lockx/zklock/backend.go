@@ -43,6 +43,7 @@ type Backend struct {
 	suspend   *time.Timer                    // declares holds lost after a long disconnection
 	suspended bool                           // suspend fired: holds were declared lost
 	orphans   []string                       // nodes of holds declared lost, to delete once reconnected
+	sems      map[string]*semDir             // semaphore directories in use (semaphore.go)
 	closed    bool
 	wg        sync.WaitGroup // timer callbacks and clean-ups in flight
 }
@@ -71,6 +72,7 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Backend, erro
 		wakes:   make(map[wakeKey][]chan struct{}),
 		watched: make(map[string]map[*entry]struct{}),
 		armed:   make(map[string]bool),
+		sems:    make(map[string]*semDir),
 		timeout: cfg.sessionTimeout,
 	}
 	user := cfg.connOpts

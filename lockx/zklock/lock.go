@@ -166,6 +166,9 @@ func (b *Backend) release(ctx context.Context, k *kind, key string, owner lockx.
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
 		return lockx.Unavailable("release", err)
 	}
+	if err == nil && k == kindSem {
+		b.semReleased(p)
+	}
 	b.mu.Lock()
 	e.held, e.path, e.unknown, e.loss = false, "", false, nil
 	if e.timer != nil {
