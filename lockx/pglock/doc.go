@@ -86,10 +86,12 @@
 // holder is a row of lockx_pattern_held with a lease on the server's clock,
 // waiters are rows of lockx_pattern_queue, and each decision is one
 // transaction on a pool connection under pg_advisory_xact_lock on the key's
-// pattern hash, so decisions on a key are serialised. Expired rows are
-// purged by every decision; rows are not tied to a session, so only Release
-// or expiry frees them. Releases NOTIFY the schema's channel with the key's
-// hash, which Watch on the same key string receives.
+// pattern hash, so decisions on a key are serialised; a process's
+// concurrent decisions on a key share one transaction (sem_batch.go).
+// Expired rows are purged by every decision; rows are not tied to a
+// session, so only Release or expiry frees them. A release hands the
+// permits it frees to the queued requests that now fit and NOTIFYs their
+// owners, which confirm with one statement (sem.go).
 //
 // # Transactions
 //
