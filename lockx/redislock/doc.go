@@ -37,7 +37,11 @@
 // on their own.
 //
 // Each operation is one Lua script (scripts/*.lua, embedded), sent with
-// EVALSHA and re-sent with EVAL only after NOSCRIPT. Acquire is idempotent
+// EVALSHA and re-sent with EVAL only after NOSCRIPT. On Redis 7.0 and later
+// the plain lock's scripts run as functions of one library instead (FCALL),
+// which the Backend loads on a node the first time it finds it missing
+// there; where FCALL is unknown (Redis 6, miniredis) or denied by the ACL,
+// the scripts run as before. Acquire is idempotent
 // per owner (a retry after a lost reply gets the same grant and token);
 // Release and Extend check the owner and never touch another owner's lock.
 //

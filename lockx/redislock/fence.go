@@ -44,7 +44,7 @@ func (b *Backend) Fence(ctx context.Context, resource string, token lockx.Token)
 	}
 	c := &call{}
 	c.args[2], c.args[3], c.args[4] = "1", b.fenceKey(resource), uint64(token)
-	seen, err := eval(ctx, b.run, fenceScript, c, 5)
+	seen, err := b.eval(ctx, fenceScript, c, 5)
 	if err != nil {
 		return b.fail(ctx, "fence", err)
 	}
@@ -80,7 +80,7 @@ func (b *Backend) FencedSet(ctx context.Context, resource string, token lockx.To
 	c := &call{}
 	c.args[2], c.args[3], c.args[4] = "2", fk, key
 	c.args[5], c.args[6], c.args[7] = uint64(token), value, millis(ttl)
-	seen, err := eval(ctx, b.run, fencedSetScript, c, 8)
+	seen, err := b.eval(ctx, fencedSetScript, c, 8)
 	if err != nil {
 		return b.fail(ctx, "fenced set", err)
 	}

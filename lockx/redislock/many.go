@@ -50,13 +50,13 @@ func (b *Backend) AcquireMany(ctx context.Context, reqs []lockx.Request) ([]lock
 	groups := b.groupByTag(reqs)
 	cmds := make([]*redis.Cmd, len(groups))
 	if len(groups) == 1 {
-		cmds[0] = runScript(ctx, b.run, acquireManyScript, manyArgs(b, reqs, groups[0], owner))
+		cmds[0] = b.runScript(ctx, acquireManyScript, manyArgs(b, reqs, groups[0], owner))
 	} else {
 		args := make([][]any, len(groups))
 		for g, idx := range groups {
 			args[g] = manyArgs(b, reqs, idx, owner)
 		}
-		pipeScripts(ctx, b.rdb, acquireManyScript, args, cmds)
+		b.pipeScripts(ctx, acquireManyScript, args, cmds)
 	}
 
 	granted := make([]bool, len(groups))
@@ -184,7 +184,7 @@ func (b *Backend) releaseKeys(ctx context.Context, reqs []lockx.Request, idx []i
 		args[j] = []any{"evalsha", releaseScript.sha, 4, lk, q, d, w, owner, b.tombArg, b.chpfArg}
 	}
 	cmds := make([]*redis.Cmd, len(idx))
-	pipeScripts(rctx, b.rdb, releaseScript, args, cmds)
+	b.pipeScripts(rctx, releaseScript, args, cmds)
 	var errs []error
 	for _, c := range cmds {
 		if err := c.Err(); err != nil {
@@ -196,35 +196,99 @@ func (b *Backend) releaseKeys(ctx context.Context, reqs []lockx.Request, idx []i
 
 // pipeScripts runs s once per argument vector (each "evalsha", sha,
 // numkeys, keys..., args...) in one pipeline of rdb (split per node on a
-// Cluster), then once more with EVAL for those that met NOSCRIPT; cmds gets
+// Cluster): as functions of the library where the server has them (see
+// runScript), and as scripts for the calls that could not run as one —
+// EVALSHA, then once more with EVAL for those that met NOSCRIPT; cmds gets
 // the final command of each.
-func pipeScripts(ctx context.Context, rdb redis.UniversalClient, s *script, args [][]any, cmds []*redis.Cmd) {
+func (b *Backend) pipeScripts(ctx context.Context, s *script, args [][]any, cmds []*redis.Cmd) {
 	pending := make([]int, len(args))
 	for i := range pending {
 		pending[i] = i
 	}
+	if s.fn != nil && b.fcall.Load() {
+		pending = b.pipeFunctions(ctx, s, args, cmds, pending)
+	}
 	for _, sha := range [2]bool{true, false} {
-		pipe := rdb.Pipeline()
-		for _, i := range pending {
-			a := args[i]
-			if sha {
-				a[0], a[1] = "evalsha", s.sha
-			} else {
-				a[0], a[1] = "eval", s.src
-			}
-			cmds[i] = redis.NewCmd(ctx, a...)
-			cmds[i].SetFirstKeyPos(3)
-			_ = pipe.Process(ctx, cmds[i])
+		if len(pending) == 0 {
+			return
 		}
-		_, _ = pipe.Exec(ctx)
+		if sha {
+			pipePass(ctx, b.rdb, "evalsha", s.sha, args, cmds, pending)
+		} else {
+			pipePass(ctx, b.rdb, "eval", s.src, args, cmds, pending)
+		}
 		retry := pending[:0]
 		for _, i := range pending {
 			if sha && isNoScript(cmds[i].Err()) {
 				retry = append(retry, i)
 			}
 		}
-		if pending = retry; len(pending) == 0 {
-			return
-		}
+		pending = retry
 	}
+}
+
+// pipeFunctions calls s's function for args[i], i in pending, in one
+// pipeline, loading the library where a node lacks it and calling again
+// there, and returns the indexes that must run as scripts instead.
+func (b *Backend) pipeFunctions(ctx context.Context, s *script, args [][]any, cmds []*redis.Cmd, pending []int) []int {
+	var scripts []int
+	for loaded := false; len(pending) > 0; loaded = true {
+		pipePass(ctx, b.rdb, "fcall", s.fn, args, cmds, pending)
+		var again []int
+		for _, i := range pending {
+			switch err := cmds[i].Err(); {
+			case err == nil:
+			case noFunctions(err):
+				b.fcall.Store(false)
+				scripts = append(scripts, i)
+			case !redis.HasErrorPrefix(err, "Function not found"):
+			case loaded:
+				scripts = append(scripts, i)
+			default:
+				again = append(again, i)
+			}
+		}
+		pending = again
+		if len(pending) == 0 || loaded {
+			break
+		}
+		// Load the library once per node that lacked it.
+		done := map[string]error{}
+		again = pending[:0:0]
+		for _, i := range pending {
+			key, _ := argKey(args[i], 3)
+			node := ""
+			if cc, ok := b.rdb.(*redis.ClusterClient); ok {
+				if n, err := cc.MasterForKey(ctx, key); err == nil {
+					node = n.Options().Addr
+				}
+			}
+			err, seen := done[node]
+			if !seen {
+				err = b.loadLibrary(ctx, key)
+				done[node] = err
+			}
+			if err != nil {
+				scripts = append(scripts, i)
+			} else {
+				again = append(again, i)
+			}
+		}
+		pending = again
+	}
+	return append(scripts, pending...)
+}
+
+// pipePass sends verb (fcall, evalsha or eval) with name (a function name,
+// digest or text) and args[i] for each i in idx in one pipeline of rdb.
+func pipePass(ctx context.Context, rdb redis.UniversalClient, verb string, name any, args [][]any, cmds []*redis.Cmd, idx []int) {
+	pipe := rdb.Pipeline()
+	for _, i := range idx {
+		a := args[i]
+		a[0], a[1] = verb, name
+		cmds[i] = redis.NewCmd(ctx, a...)
+		cmds[i].SetFirstKeyPos(3)
+		_ = pipe.Process(ctx, cmds[i])
+	}
+	_, _ = pipe.Exec(ctx)
 }

@@ -331,7 +331,7 @@ func (n *notifier) passOn(lk string) {
 	c.args[7] = b.chpfArg
 	ctx, cancel := context.WithTimeout(n.ctx, time.Second)
 	defer cancel()
-	_, _ = eval(ctx, b.run, wakeScript, c, 8)
+	_, _ = b.eval(ctx, wakeScript, c, 8)
 }
 
 func (w *watcher) wake() {

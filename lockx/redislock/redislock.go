@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +30,10 @@ type Backend struct {
 	err    error  // invalid configuration, returned by every call
 	id     string // random backend id: names this backend's wake-up channel
 	chpf   string // cfg.prefix + "w:": the wake-up channel of backend X is chpf + X
+
+	// fcall: call the scripts as functions of the library (scripts.go);
+	// turned off for good by a server without functions.
+	fcall atomic.Bool
 
 	// Boxed once: converting a string or a number to an interface allocates,
 	// and these go with calls on the hot path.
@@ -64,6 +69,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 	b.chpf = b.cfg.prefix + "w:"
 	b.idArg, b.chpfArg, b.tombArg = b.id, b.chpf, millis(b.cfg.tombstone)
 	b.run = rdb
+	b.fcall.Store(true)
 	_, plain := rdb.(*redis.Client)
 	b.routed = !plain
 	if b.err == nil && b.cfg.autoPipeline {
@@ -161,7 +167,7 @@ func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result,
 	if b.cfg.replicas > 0 {
 		v, err = b.acquireAcked(ctx, req, c, n)
 	} else {
-		v, err = eval(ctx, b.run, acquireScript, c, n)
+		v, err = b.eval(ctx, acquireScript, c, n)
 	}
 	if err != nil {
 		return lockx.Result{}, b.fail(ctx, "acquire", err)
@@ -236,7 +242,7 @@ func (b *Backend) Extend(ctx context.Context, key string, owner lockx.Owner, lea
 	c := b.newCall(key, owner)
 	c.ms = millis(lease)
 	c.args[2], c.args[4], c.args[5] = "1", &c.owner, &c.ms
-	v, err := eval(ctx, b.run, extendScript, c, 6)
+	v, err := b.eval(ctx, extendScript, c, 6)
 	if err != nil {
 		return b.fail(ctx, "extend", err)
 	}
@@ -259,7 +265,7 @@ func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) er
 	b.n.forget(c.lk, c.owner) // a handoff to owner is freed by this call
 	c.args[2], c.args[4], c.args[5], c.args[6] = "4", &c.q, &c.d, &c.w
 	c.args[7], c.args[8], c.args[9] = &c.owner, b.tombArg, b.chpfArg
-	v, err := eval(ctx, b.run, releaseScript, c, 10)
+	v, err := b.eval(ctx, releaseScript, c, 10)
 	if err != nil {
 		return b.fail(ctx, "release", err)
 	}
@@ -279,7 +285,7 @@ func (b *Backend) TTL(ctx context.Context, key string, owner lockx.Owner) (time.
 	}
 	c := b.newCall(key, owner)
 	c.args[2], c.args[4] = "1", &c.owner
-	v, err := eval(ctx, b.run, ttlScript, c, 5)
+	v, err := b.eval(ctx, ttlScript, c, 5)
 	if err != nil {
 		return 0, b.fail(ctx, "ttl", err)
 	}
@@ -307,7 +313,7 @@ func (b *Backend) ExtendMany(ctx context.Context, reqs []lockx.ExtendRequest) []
 		args[i] = []any{nil, nil, 1, b.lockKey(r.Key), encodeOwner(r.Owner), millis(r.Lease)}
 	}
 	cmds := make([]*redis.Cmd, len(reqs))
-	pipeScripts(ctx, b.rdb, extendScript, args, cmds)
+	b.pipeScripts(ctx, extendScript, args, cmds)
 	for i, cmd := range cmds {
 		v, err := cmd.Int64()
 		switch {

@@ -15,9 +15,9 @@ import (
 // through the backend's wake-up channel with the lock key's name, so Watch
 // on key serves them.
 var (
-	rwAcquireScript = loadScript("queue.lua", "pattern_queue.lua", "rw_lib.lua", "rw_acquire.lua")
-	rwExtendScript  = loadScript("queue.lua", "pattern_queue.lua", "rw_lib.lua", "rw_extend.lua")
-	rwReleaseScript = loadScript("queue.lua", "pattern_queue.lua", "rw_lib.lua", "rw_release.lua")
+	rwAcquireScript = loadScript("token.lua", "queue.lua", "pattern_queue.lua", "rw_lib.lua", "rw_acquire.lua")
+	rwExtendScript  = loadScript("token.lua", "queue.lua", "pattern_queue.lua", "rw_lib.lua", "rw_extend.lua")
+	rwReleaseScript = loadScript("token.lua", "queue.lua", "pattern_queue.lua", "rw_lib.lua", "rw_release.lua")
 )
 
 var _ lockx.RWBackend = (*Backend)(nil)

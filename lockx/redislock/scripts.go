@@ -2,7 +2,9 @@ package redislock
 
 import (
 	"context"
+	"crypto/sha1"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"sync"
@@ -20,29 +22,50 @@ import (
 // KEYS and shares the lock's hash tag, so each script runs on one Cluster
 // node; user input reaches the scripts only through KEYS and ARGV.
 //
+// The scripts of the plain lock (acquire, release, extend, TTL, the wake-up
+// pass-on and AcquireMany) are also one Redis function library (Redis 7.0
+// and later; see library below), called with FCALL where the server has
+// functions: its helpers are defined once, when the library loads, instead
+// of on every call, and read and write the fencing token with Redis's struct
+// library. Both run the same .lua text and so behave the same.
+//
 //go:embed scripts/*.lua
 var scriptFS embed.FS
 
 var (
-	acquireScript = loadScript("queue.lua", "acquire.lua")
-	releaseScript = loadScript("queue.lua", "release.lua")
-	wakeScript    = loadScript("queue.lua", "wake_next.lua")
+	acquireScript = loadScript("token.lua", "queue.lua", "acquire.lua")
+	releaseScript = loadScript("token.lua", "queue.lua", "release.lua")
+	wakeScript    = loadScript("token.lua", "queue.lua", "wake_next.lua")
 	extendScript  = loadScript("extend.lua")
 	ttlScript     = loadScript("ttl.lua")
 	// acquireManyScript is AcquireMany's all-or-nothing attempt (many.go).
-	acquireManyScript = loadScript("queue.lua", "acquire_many.lua")
+	acquireManyScript = loadScript("token.lua", "queue.lua", "acquire_many.lua")
+
+	// library holds the scripts above as functions (FCALL).
+	library = newLibrary([]string{"token_struct.lua", "queue.lua"},
+		acquireScript, releaseScript, wakeScript, extendScript, ttlScript, acquireManyScript)
 )
 
 // script is a Lua script with its digest and text boxed once for the
-// argument vector.
+// argument vector, and the name of its function in the library (nil if it
+// has none).
 type script struct {
 	*redis.Script
 	sha, src any
+	fn       any
+	body     string // the last file: the script's own code, without helpers
 }
 
 // loadScript concatenates the named files and drops comment-only and blank
 // lines: the comments are for readers of the .lua files, not for the wire.
 func loadScript(names ...string) *script {
+	src := readScripts(names...)
+	rs := redis.NewScript(src)
+	return &script{Script: rs, sha: rs.Hash(), src: src, body: names[len(names)-1]}
+}
+
+// readScripts is the text of the named files, as loadScript sends it.
+func readScripts(names ...string) string {
 	var b strings.Builder
 	for _, name := range names {
 		src, err := scriptFS.ReadFile("scripts/" + name)
@@ -58,8 +81,34 @@ func loadScript(names ...string) *script {
 			b.WriteByte('\n')
 		}
 	}
-	rs := redis.NewScript(b.String())
-	return &script{Script: rs, sha: rs.Hash(), src: b.String()}
+	return b.String()
+}
+
+// newLibrary builds the function library of scripts: the helper files
+// once, then each script's own file (its last) as the body of a function
+// that takes KEYS and ARGV as its parameters, so the text is the script's.
+// The library's name, and so each function's, carries a digest of its text:
+// Backends of different lockx versions on one server load libraries of
+// their own instead of replacing each other's.
+func newLibrary(helpers []string, scripts ...*script) string {
+	code := readScripts(helpers...)
+	bodies := make([]string, len(scripts))
+	h := sha1.New()
+	h.Write([]byte(code))
+	for i, s := range scripts {
+		bodies[i] = readScripts(s.body)
+		h.Write([]byte(s.body))
+		h.Write([]byte(bodies[i]))
+	}
+	name := "lockx_" + hex.EncodeToString(h.Sum(nil)[:8])
+	var b strings.Builder
+	b.WriteString("#!lua name=" + name + "\n" + code)
+	for i, s := range scripts {
+		fn := name + "_" + strings.TrimSuffix(s.body, ".lua")
+		s.fn = fn
+		b.WriteString("redis.register_function('" + fn + "', function(KEYS, ARGV)\n" + bodies[i] + "end)\n")
+	}
+	return b.String()
 }
 
 // processor runs one command: a redis.UniversalClient, the client's
@@ -131,18 +180,23 @@ func (n *nodeBatched) Process(ctx context.Context, cmd redis.Cmder) error {
 }
 
 // firstKey returns the key a command of this package routes by: the first
-// of KEYS for a script call with keys, else the first argument (HGET and
-// the like). ok is false when there is none to route by.
+// of KEYS for a script or function call with keys, else the first argument
+// (HGET and the like). ok is false when there is none to route by.
 func firstKey(cmd redis.Cmder) (key string, ok bool) {
 	args := cmd.Args()
 	pos := 1
 	switch cmd.Name() {
-	case "eval", "evalsha", "eval_ro", "evalsha_ro":
+	case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro":
 		if len(args) < 4 || args[2] == "0" || args[2] == 0 || args[2] == int64(0) {
 			return "", false
 		}
 		pos = 3
 	}
+	return argKey(args, pos)
+}
+
+// argKey returns args[pos] if it is a key (a string or *string).
+func argKey(args []any, pos int) (key string, ok bool) {
 	if len(args) <= pos {
 		return "", false
 	}
@@ -200,26 +254,115 @@ func (b *Backend) newCall(key string, owner lockx.Owner) *call {
 }
 
 // eval runs s with c.args[:n] ("evalsha", sha, numkeys, keys..., args...)
-// filled from index 2 on, falling back to EVAL on NOSCRIPT.
-func eval(ctx context.Context, p processor, s *script, c *call, n int) (int64, error) {
-	return runScript(ctx, p, s, c.args[:n]).Int64()
+// filled from index 2 on (see runScript).
+func (b *Backend) eval(ctx context.Context, s *script, c *call, n int) (int64, error) {
+	return b.runScript(ctx, s, c.args[:n]).Int64()
 }
 
 // runScript runs s with args ("evalsha", sha, numkeys, keys..., args...;
-// the first two are set here) through p, falling back to EVAL on NOSCRIPT,
-// and returns the command.
-func runScript(ctx context.Context, p processor, s *script, args []any) *redis.Cmd {
+// the first two are set here) through b.run and returns the command: as a
+// function of the library where the server has them (loading the library
+// first where it lacks it), else with EVALSHA, falling back to EVAL on
+// NOSCRIPT.
+func (b *Backend) runScript(ctx context.Context, s *script, args []any) *redis.Cmd {
+	if s.fn != nil && b.fcall.Load() {
+		for loaded := false; ; loaded = true {
+			args[0], args[1] = "fcall", s.fn
+			cmd := redis.NewCmd(ctx, args...)
+			cmd.SetFirstKeyPos(3)
+			_ = b.run.Process(ctx, cmd)
+			if err := cmd.Err(); err == nil {
+				return cmd
+			}
+			switch b.fcallFailed(ctx, cmd.Err(), args, loaded) {
+			case fcallDone:
+				return cmd
+			case fcallAgain:
+				continue
+			}
+			break // fcallScript
+		}
+	}
 	args[0], args[1] = "evalsha", s.sha
 	cmd := redis.NewCmd(ctx, args...)
 	cmd.SetFirstKeyPos(3)
-	_ = p.Process(ctx, cmd)
+	_ = b.run.Process(ctx, cmd)
 	if isNoScript(cmd.Err()) {
 		args[0], args[1] = "eval", s.src
 		cmd = redis.NewCmd(ctx, args...)
 		cmd.SetFirstKeyPos(3)
-		_ = p.Process(ctx, cmd)
+		_ = b.run.Process(ctx, cmd)
 	}
 	return cmd
+}
+
+// What to do after an FCALL of the library failed (fcallFailed).
+const (
+	fcallDone   = iota // the error is the call's own outcome
+	fcallAgain         // the library was loaded: call the function again
+	fcallScript        // run the call as a script instead
+)
+
+// fcallFailed decides what follows a failed FCALL with args ("fcall", name,
+// numkeys, keys..., args...). A server without functions (Redis before 7.0,
+// miniredis) or that may not run them for this user turns functions off for
+// the Backend: every later call is a script. A server without the library
+// (a new node, FUNCTION FLUSH, a restart without persistence, a failover to
+// a replica that never had it) gets it loaded — on the node of the call's
+// key — and the call goes again, once; if that does not help, or the load
+// failed, this call runs as a script. Any other error is the call's own.
+func (b *Backend) fcallFailed(ctx context.Context, err error, args []any, loaded bool) int {
+	switch {
+	case noFunctions(err):
+		b.fcall.Store(false)
+		return fcallScript
+	case !redis.HasErrorPrefix(err, "Function not found"):
+		return fcallDone
+	case loaded:
+		return fcallScript
+	}
+	key, _ := argKey(args, 3)
+	if b.loadLibrary(ctx, key) != nil {
+		return fcallScript
+	}
+	return fcallAgain
+}
+
+// noFunctions reports an error that says the server has no functions for
+// this client: no FCALL or FUNCTION command, or no permission for them.
+func noFunctions(err error) bool {
+	return redis.HasErrorPrefix(err, "unknown command") || redis.HasErrorPrefix(err, "unknown subcommand") ||
+		redis.HasErrorPrefix(err, "NOPERM")
+}
+
+// loadLibrary loads the function library on the node that serves key (the
+// client's node unless it routes by key). A library of that name already
+// there (loaded by another Backend meanwhile) is the same text: success. A
+// server that has no functions for this client, or refuses the library,
+// turns functions off for the Backend.
+func (b *Backend) loadLibrary(ctx context.Context, key string) error {
+	err := b.loadLibraryOnce(ctx, key)
+	if err != nil && (noFunctions(err) || redis.HasErrorPrefix(err, "Error registering")) {
+		b.fcall.Store(false)
+	}
+	return err
+}
+
+func (b *Backend) loadLibraryOnce(ctx context.Context, key string) error {
+	var err error
+	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
+		node, nerr := cc.MasterForKey(ctx, key)
+		if nerr != nil {
+			return nerr
+		}
+		err = node.FunctionLoad(ctx, library).Err()
+	} else {
+		err = b.rdb.FunctionLoad(ctx, library).Err()
+	}
+	if err != nil && redis.HasErrorPrefix(err, "Library") && strings.Contains(err.Error(), "already exists") {
+		return nil
+	}
+	return err
 }
 
 // isNoScript reports a NOSCRIPT reply (go-redis's ErrNoScript is one too).

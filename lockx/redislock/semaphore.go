@@ -13,10 +13,10 @@ import (
 // + ":r" (one lease per holder), + ":q" and + ":d" (the queue). See
 // scripts/sem_lib.lua.
 var (
-	semAcquireScript = loadScript("queue.lua", "pattern_queue.lua", "sem_lib.lua", "sem_acquire.lua")
-	semExtendScript  = loadScript("queue.lua", "pattern_queue.lua", "sem_lib.lua", "sem_extend.lua")
-	semReleaseScript = loadScript("queue.lua", "pattern_queue.lua", "sem_lib.lua", "sem_release.lua")
-	semUsageScript   = loadScript("queue.lua", "pattern_queue.lua", "sem_lib.lua", "sem_usage.lua")
+	semAcquireScript = loadScript("token.lua", "queue.lua", "pattern_queue.lua", "sem_lib.lua", "sem_acquire.lua")
+	semExtendScript  = loadScript("token.lua", "queue.lua", "pattern_queue.lua", "sem_lib.lua", "sem_extend.lua")
+	semReleaseScript = loadScript("token.lua", "queue.lua", "pattern_queue.lua", "sem_lib.lua", "sem_release.lua")
+	semUsageScript   = loadScript("token.lua", "queue.lua", "pattern_queue.lua", "sem_lib.lua", "sem_usage.lua")
 )
 
 var _ lockx.SemaphoreBackend = (*Backend)(nil)

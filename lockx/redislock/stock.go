@@ -65,7 +65,7 @@ func (b *Backend) runStock(ctx context.Context, s *script, keys []string, args .
 		c.args[n] = a
 		n++
 	}
-	return eval(ctx, b.run, s, c, n)
+	return b.eval(ctx, s, c, n)
 }
 
 func (b *Backend) stockArgs(ctx context.Context, sku string, seg int) error {

@@ -5,23 +5,25 @@
 --       two only when waiting)
 -- L is a string: the holder's encoded owner followed by the fencing token as
 -- an 8-byte big-endian integer (below 2^53, so exact in a Lua number); a
--- tombstone is the token alone. The bytes are computed with plain Lua
--- arithmetic, not the struct library, so embedded Redis servers without it
--- (miniredis) run the same script. Returns the token (> 0) of a grant, or -1 - the holder's remaining
--- lease in ms (0 when no one holds the key) of a refusal.
+-- tombstone is the token alone (token.lua reads and writes the token).
+-- Returns the token (> 0) of a grant, or -1 - the holder's remaining lease in
+-- ms (0 when no one holds the key) of a refusal.
+--
+-- An uncontended grant, the common case, is four server commands: GET, TIME,
+-- EXISTS (no fair queue) and SET.
 local lk, q, d, owner = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
 local v = redis.call('GET', lk)
 local holder, prev = false, nil
 if v and #v >= 8 then
-  prev = 0
-  for i = #v - 7, #v do prev = prev * 256 + string.byte(v, i) end
-  holder = string.sub(v, 1, -9)
-  if holder == owner then
-    -- Idempotent per owner: a retry after a lost reply gets the same grant.
-    redis.call('PEXPIRE', lk, ARGV[2])
-    return prev
+  prev = token_of(v)
+  if #v > 8 then
+    holder = string.sub(v, 1, -9)
+    if holder == owner then
+      -- Idempotent per owner: a retry after a lost reply gets the same grant.
+      redis.call('PEXPIRE', lk, ARGV[2])
+      return prev
+    end
   end
-  if holder == '' then holder = false end
 end
 local flags = tonumber(ARGV[3])
 local fair, wait, others = flags % 2 == 1, flags % 4 >= 2, flags >= 4
@@ -41,17 +43,10 @@ if free then
   end
   -- The token is the server clock in µs, or one past the key's previous token
   -- (live or tombstone) if the clock has not moved past it.
-  local tok = now
-  if prev and prev >= tok then tok = prev + 1 end
-  if tok > 9007199254740991 then
+  local tok = put_lock(lk, owner, prev, now, ARGV[2])
+  if not tok then
     return redis.error_reply('ERR redislock: fencing token above 2^53')
   end
-  local b, n = {}, tok
-  for i = 8, 1, -1 do
-    b[i] = n % 256
-    n = math.floor(n / 256)
-  end
-  redis.call('SET', lk, owner .. string.char(unpack(b)), 'PX', ARGV[2])
   if others then
     -- The wake-up that brought us here popped this backend's mark; its other
     -- waiters still want the next release.

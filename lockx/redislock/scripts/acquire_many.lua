@@ -25,14 +25,12 @@ for i = 1, n do
   local v, holder = vals[i], false
   out[i] = 0
   if v and #v >= 8 then
-    local p = 0
-    for j = #v - 7, #v do p = p * 256 + string.byte(v, j) end
+    local p = token_of(v)
     if p >= 9007199254740991 then
       return redis.error_reply('ERR redislock: fencing token above 2^53')
     end
     prev[i] = p
-    holder = string.sub(v, 1, -9)
-    if holder == '' then holder = false end
+    if #v > 8 then holder = string.sub(v, 1, -9) end
   end
   if holder == owner then
     mine[i] = true
@@ -47,7 +45,7 @@ for i = 1, n do
 end
 if refused then return out end
 now = now or now_us()
-local enc_tok, enc = nil, nil
+local enc_tok, val = nil, nil
 for i = 1, n do
   if mine[i] then
     redis.call('PEXPIRE', lks[i], ARGV[i + 1])
@@ -55,8 +53,8 @@ for i = 1, n do
   else
     local tok = now
     if prev[i] and prev[i] >= tok then tok = prev[i] + 1 end
-    if tok ~= enc_tok then enc_tok, enc = tok, token_bytes(tok) end
-    redis.call('SET', lks[i], owner .. enc, 'PX', ARGV[i + 1])
+    if tok ~= enc_tok then enc_tok, val = tok, owner .. token_bytes(tok) end
+    redis.call('SET', lks[i], val, 'PX', ARGV[i + 1])
     out[i] = tok
   end
 end

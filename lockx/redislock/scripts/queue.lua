@@ -1,4 +1,5 @@
--- Shared by acquire.lua and release.lua (prepended when the scripts load).
+-- Shared by acquire.lua and release.lua (prepended when the scripts load,
+-- after token.lua or token_struct.lua).
 --
 -- A key's fair queue is two keys in the lock's hash slot:
 --   Q  ZSET  member owner, score arrival time (server µs, strictly increasing)
@@ -32,17 +33,6 @@ end
 -- owner means "every watcher of the key".
 local function wake_msg(owner, lk)
   return string.len(owner) .. ':' .. owner .. lk
-end
-
--- token_bytes returns tok as the 8-byte big-endian integer the lock value
--- ends with.
-local function token_bytes(tok)
-  local b, n = {}, tok
-  for i = 8, 1, -1 do
-    b[i] = n % 256
-    n = math.floor(n / 256)
-  end
-  return string.char(unpack(b))
 end
 
 -- put_lock writes lk for owner with a fencing token one past prev (the key's

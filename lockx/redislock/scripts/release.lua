@@ -6,26 +6,28 @@
 -- the lock by this script (see wake in queue.lua).
 local lk, q, d, w, owner = KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1]
 local v = redis.call('GET', lk)
-local holder, tok, prev = false, nil, nil
-if v and #v >= 8 then
-  holder, tok = string.sub(v, 1, -9), string.sub(v, -8)
-  prev = 0
-  for i = #v - 7, #v do prev = prev * 256 + string.byte(v, i) end
-  if holder == '' then holder = false end
-end
+local holder = false
+if v and #v > 8 then holder = string.sub(v, 1, -9) end
 if holder ~= owner then
   if redis.call('HEXISTS', d, owner) == 1 then
     local head = queue_head(q, d, math.floor(now_us() / 1000))
     redis.call('ZREM', q, owner)
     redis.call('HDEL', d, owner)
     -- The head gave up a free lock: the next in line may take it now.
-    if head == owner and not holder then wake(lk, q, d, w, ARGV[3], prev) end
+    if head == owner and not holder then
+      local prev = nil
+      if v and #v == 8 then prev = token_of(v) end
+      wake(lk, q, d, w, ARGV[3], prev)
+    end
   end
   return 0
 end
+-- Released by its holder: without waiters (no Q, no W), the common case, this
+-- is three server commands: GET, EXISTS and SET (the tombstone).
 local tomb = tonumber(ARGV[2])
+local tok = string.sub(v, -8)
 local woke = false
-if redis.call('EXISTS', q, w) > 0 then woke = wake(lk, q, d, w, ARGV[3], prev) end
+if redis.call('EXISTS', q, w) > 0 then woke = wake(lk, q, d, w, ARGV[3], token_of(v)) end
 if woke == 2 then
   -- Handed to the queue head: wake wrote the lock for it.
 elseif woke then

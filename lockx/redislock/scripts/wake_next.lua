@@ -8,9 +8,6 @@ local v = redis.call('GET', lk)
 if v and #v > 8 then return 0 end -- held: its release will wake the next
 if redis.call('SCARD', w) == 0 and redis.call('EXISTS', q) == 0 then return 0 end
 local prev = nil
-if v and #v == 8 then
-  prev = 0
-  for i = 1, 8 do prev = prev * 256 + string.byte(v, i) end
-end
+if v and #v == 8 then prev = token_of(v) end
 wake(lk, q, d, w, ARGV[1], prev)
 return 1
