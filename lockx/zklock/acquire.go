@@ -267,6 +267,7 @@ type created struct {
 	children int32
 	version  int32 // dir's data and child versions after the transaction
 	cversion int32
+	dirZxid  int64 // dir's czxid
 }
 
 // create makes owner's ephemeral sequential node under dir. The node and
@@ -302,7 +303,7 @@ func (b *Backend) multiCreate(dir string, ops ...any) (created, error) {
 		for _, r := range res {
 			switch {
 			case r.Stat != nil:
-				c.token, c.children, c.version, c.cversion = lockx.Token(r.Stat.Mzxid), r.Stat.NumChildren, r.Stat.Version, r.Stat.Cversion
+				c.token, c.children, c.version, c.cversion, c.dirZxid = lockx.Token(r.Stat.Mzxid), r.Stat.NumChildren, r.Stat.Version, r.Stat.Cversion, r.Stat.Czxid
 			case strings.HasPrefix(r.String, dir+"/"):
 				n, ok := parseNode(path.Base(r.String))
 				if !ok {

@@ -132,6 +132,21 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 				b.createFailed(e, err, start.Add(max(req.Lease, queueTTL)))
 				return lockx.Result{}, lockx.Unavailable("acquire", err)
 			}
+			if c.dirZxid != sd.dirZxid {
+				// The directory was removed (empty) and made again since the
+				// listing, and its version happens to match: the listing
+				// describes another directory. Take the grant back, look again.
+				if err := b.conn.Delete(c.path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+					b.mu.Lock()
+					b.orphans = append(b.orphans, c.path)
+					b.mu.Unlock()
+				}
+				sd.valid = false
+				b.mu.Lock()
+				e.path = ""
+				b.mu.Unlock()
+				continue
+			}
 			sd.granted(q, c)
 			b.mu.Lock()
 			e.path, e.seq = c.path, c.seq
@@ -194,11 +209,13 @@ type semDir struct {
 	refs    int           // guarded by Backend.mu
 	gone    []node        // guarded by Backend.mu: this Backend's releases, to apply
 	valid   bool          // nodes, version and cversion are the directory's, up to gone
+	gen     int           // the Backend's connection generation when listed
+	dirZxid int64         // the directory's czxid: which incarnation was listed
 	nodes   []node        // sorted by sequence
 	version int32
 	// cversion is the child version the listing had, plus the child
-	// changes this Backend made since; exact is false once a change of
-	// ours is known to have happened without a stat to check it.
+	// changes this Backend made since; exact is false once a grant
+	// transaction's stat showed changes made elsewhere.
 	cversion int32
 	exact    bool
 }
@@ -251,7 +268,7 @@ func (b *Backend) semListing(sd *semDir, e *entry, watch, fresh bool) (nodes []n
 	b.mu.Lock()
 	gone := sd.gone
 	sd.gone = nil
-	if sd.valid && sd.exact && !fresh {
+	if sd.valid && sd.exact && !fresh && sd.gen == b.gen {
 		armed := b.armed[e.dir]
 		if armed && watch {
 			b.watchLocked(e, e.dir)
@@ -265,6 +282,7 @@ func (b *Backend) semListing(sd *semDir, e *entry, watch, fresh bool) (nodes []n
 		}
 		return slices.Clone(sd.nodes), sd.version, armed, nil
 	}
+	gen := b.gen
 	b.mu.Unlock()
 	nodes, st, err := b.listSem(e, watch)
 	if err != nil {
@@ -272,6 +290,7 @@ func (b *Backend) semListing(sd *semDir, e *entry, watch, fresh bool) (nodes []n
 		return nil, 0, false, err
 	}
 	sd.valid, sd.exact, sd.nodes, sd.version, sd.cversion = true, true, slices.Clone(nodes), st.Version, st.Cversion
+	sd.gen, sd.dirZxid = gen, st.Czxid
 	return nodes, st.Version, true, nil
 }
 
