@@ -74,7 +74,7 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 	}
 	owner := hex.EncodeToString([]byte(req.Owner))
 	if at, ok := b.semQueuedAt(owner); ok && b.refs.namedAfter(owner, at) {
-		tok, err := b.semConfirm(ctx, req.Key, req.Owner, req.Lease)
+		tok, over, err := b.semConfirm(ctx, req.Key, req.Owner, req.Lease, req.Limit)
 		if err != nil {
 			return lockx.Result{}, err
 		}
@@ -82,6 +82,14 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 			b.sem.queued.Delete(owner)
 			b.refs.forget(owner)
 			return lockx.Result{Acquired: true, Token: lockx.Token(tok), TTL: req.Lease}, nil
+		}
+		if over {
+			// Handed over under the limit the owner queued with, which it
+			// has lowered since (a shrink): give the permits back (to the
+			// next that fit) and decide afresh, which queues it again.
+			if err := b.ReleasePermits(ctx, req.Key, req.Owner); err != nil && !errors.Is(err, lockx.ErrNotHeld) {
+				return lockx.Result{}, err
+			}
 		}
 	}
 	seq, listening := b.refs.mark(b)
@@ -121,20 +129,34 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 
 // semConfirm starts the lease of a grant handed over to owner and returns
 // its token, or 0 if owner holds no permits of key. It needs no decision
-// lock: it only moves its own row's lease.
-func (b *Backend) semConfirm(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) (int64, error) {
-	var tok int64
-	err := b.patternTx(ctx, "acquire permits", kindSem, key, func(c *pgx.Conn, hash, _ int64) error {
-		err := c.QueryRow(ctx, b.names.expandPattern(`UPDATE {pheld} SET expires = clock_timestamp() + $4::int8 * interval '1 millisecond'
-			WHERE kind = $1 AND hash = $2 AND owner = $3 AND mode = 3 AND expires > clock_timestamp() RETURNING token`),
-			kindSem, hash, []byte(owner), ms(lease)).Scan(&tok)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
+// lock: it only moves its own row's lease. The grant was checked against
+// the limit the owner queued with; if the permits in use now exceed limit
+// (the owner's limit now, lowered since), the grant is not confirmed and
+// over reports that it is still there.
+func (b *Backend) semConfirm(ctx context.Context, key string, owner lockx.Owner, lease time.Duration, limit int64) (tok int64, over bool, err error) {
+	err = b.patternTx(ctx, "acquire permits", kindSem, key, func(c *pgx.Conn, hash, _ int64) error {
+		var t *int64
+		if err := c.QueryRow(ctx, b.names.expandPattern(sqlConfirmPermits), kindSem, hash, []byte(owner), ms(lease), limit).Scan(&t, &over); err != nil {
+			return err
 		}
-		return err
+		if t != nil {
+			tok, over = *t, false
+		}
+		return nil
 	})
-	return tok, err
+	return tok, over, err
 }
+
+// sqlConfirmPermits confirms owner $3's handed-over grant with lease $4 ms
+// if the permits in use fit in its limit $5. Returns the token if
+// confirmed, and whether the owner holds live permits.
+const sqlConfirmPermits = `WITH u AS (SELECT coalesce(sum(count), 0)::int8 AS used FROM {pheld}
+		WHERE kind = $1 AND hash = $2 AND expires > clock_timestamp()),
+	c AS (UPDATE {pheld} SET expires = clock_timestamp() + $4::int8 * interval '1 millisecond'
+		WHERE kind = $1 AND hash = $2 AND owner = $3 AND mode = 3 AND expires > clock_timestamp()
+		AND (SELECT used FROM u) <= $5::int8 RETURNING token)
+	SELECT (SELECT token FROM c), EXISTS (SELECT 1 FROM {pheld}
+		WHERE kind = $1 AND hash = $2 AND owner = $3 AND mode = 3 AND expires > clock_timestamp())`
 
 // semHead queues the head of a semaphore decision: its commit does not wait
 // for the WAL flush once the fence guard's marker shows that the fence
@@ -256,16 +278,22 @@ func (b *Backend) ReleasePermits(ctx context.Context, key string, owner lockx.Ow
 	return nil
 }
 
-// Permits implements lockx.SemaphoreBackend: one read, which leaves out
-// expired leases and queue entries instead of purging them, so it needs no
-// decision lock and never delays a decision.
+// Permits implements lockx.SemaphoreBackend. It is read under the key's
+// decision lock, so it sees every decision sent before it (a waiter queued
+// by another process is counted once its attempt has been decided), and it
+// joins this process's combined decision transaction on the key if one is
+// forming (sem_batch.go), so a frequent Usage adds no lock hand-over of its
+// own while the key is busy.
 func (b *Backend) Permits(ctx context.Context, key string) (lockx.PermitUsage, error) {
 	var u lockx.PermitUsage
-	err := b.patternTx(ctx, "permits", kindSem, key, func(c *pgx.Conn, hash, _ int64) error {
-		return c.QueryRow(ctx, b.names.expandPattern(`SELECT
-			(SELECT coalesce(sum(count), 0)::int8 FROM {pheld} WHERE kind = $1 AND hash = $2 AND expires > clock_timestamp()),
-			(SELECT count(*) FROM {pheld} WHERE kind = $1 AND hash = $2 AND expires > clock_timestamp()),
-			(SELECT count(*) FROM {pqueue} WHERE kind = $1 AND hash = $2 AND expires > clock_timestamp())`), kindSem, hash).Scan(&u.InUse, &u.Holders, &u.Waiting)
+	hash := b.hash(key)
+	err := b.semDecide(ctx, "permits", key, func(batch *pgx.Batch) {
+		batch.Queue(b.names.expandPattern(`SELECT
+			(SELECT coalesce(sum(count), 0)::int8 FROM {pheld} WHERE kind = $1 AND hash = $2),
+			(SELECT count(*) FROM {pheld} WHERE kind = $1 AND hash = $2),
+			(SELECT count(*) FROM {pqueue} WHERE kind = $1 AND hash = $2)`), kindSem, hash).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&u.InUse, &u.Holders, &u.Waiting)
+		})
 	})
 	return u, err
 }
