@@ -173,3 +173,40 @@ func TestFunctionsAndScriptsAgree(t *testing.T) {
 		t.Fatal("want both paths used")
 	}
 }
+
+// Above maxmemory the functions behave as the scripts do: a held lock is
+// still renewed, read and released (a function without the allow-oom flag
+// would be refused outright), and a new grant fails.
+func TestFunctionsAboveMaxmemory(t *testing.T) {
+	ctx := ctxT(t, 10*time.Second)
+	admin, nofn := noFunctionsServer(t, ctx)
+	prefix := redislock.WithPrefix(testPrefix())
+	for name, b := range map[string]*redislock.Backend{"functions": backend(t, admin, prefix), "scripts": backend(t, nofn, prefix)} {
+		a := lockx.NewOwner()
+		mustGrant(t, b, req("k", a, time.Second))
+		if err := admin.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Extend(ctx, "k", a, time.Second); err != nil {
+			t.Errorf("%s: Extend above maxmemory: %v", name, err)
+		}
+		if _, err := b.TTL(ctx, "k", a); err != nil {
+			t.Errorf("%s: TTL above maxmemory: %v", name, err)
+		}
+		if errs := b.ExtendMany(ctx, []lockx.ExtendRequest{{Key: "k", Owner: a, Lease: time.Second}}); errs[0] != nil {
+			t.Errorf("%s: ExtendMany above maxmemory: %v", name, errs[0])
+		}
+		if _, err := b.Acquire(ctx, req("other", a, time.Second)); err == nil {
+			t.Errorf("%s: a new grant above maxmemory succeeded", name)
+		}
+		// The script's release fails at its tombstone write (OOM); the
+		// function, flagged allow-oom, releases.
+		if err := b.Release(ctx, "k", a); err != nil && (name == "functions" || !strings.Contains(err.Error(), "OOM")) {
+			t.Errorf("%s: Release above maxmemory: %v", name, err)
+		}
+		if err := admin.ConfigSet(ctx, "maxmemory", "0").Err(); err != nil {
+			t.Fatal(err)
+		}
+		_ = b.Release(ctx, "k", a)
+	}
+}

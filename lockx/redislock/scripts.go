@@ -43,7 +43,7 @@ var (
 
 	// library holds the scripts above as functions (FCALL).
 	library = newLibrary([]string{"token_struct.lua", "queue.lua"},
-		acquireScript, releaseScript, wakeScript, extendScript, ttlScript, acquireManyScript)
+		acquireScript, releaseScript.allowOOM(), wakeScript, extendScript.allowOOM(), ttlScript.allowOOM(), acquireManyScript)
 )
 
 // script is a Lua script with its digest and text boxed once for the
@@ -54,6 +54,17 @@ type script struct {
 	sha, src any
 	fn       any
 	body     string // the last file: the script's own code, without helpers
+	// oom: the function may run while Redis is above maxmemory. A script
+	// without flags may (only its writes that grow memory fail there); a
+	// function without flags is refused before it runs. Release, extend and
+	// TTL keep the scripts' behaviour: renewals and releases go on.
+	oom bool
+}
+
+// allowOOM marks s's function allow-oom (see script.oom) and returns s.
+func (s *script) allowOOM() *script {
+	s.oom = true
+	return s
 }
 
 // loadScript concatenates the named files and drops comment-only and blank
@@ -99,6 +110,9 @@ func newLibrary(helpers []string, scripts ...*script) string {
 		bodies[i] = readScripts(s.body)
 		h.Write([]byte(s.body))
 		h.Write([]byte(bodies[i]))
+		if s.oom {
+			h.Write([]byte("allow-oom"))
+		}
 	}
 	name := "lockx_" + hex.EncodeToString(h.Sum(nil)[:8])
 	var b strings.Builder
@@ -106,7 +120,11 @@ func newLibrary(helpers []string, scripts ...*script) string {
 	for i, s := range scripts {
 		fn := name + "_" + strings.TrimSuffix(s.body, ".lua")
 		s.fn = fn
-		b.WriteString("redis.register_function('" + fn + "', function(KEYS, ARGV)\n" + bodies[i] + "end)\n")
+		flags := ""
+		if s.oom {
+			flags = ", flags = {'allow-oom'}"
+		}
+		b.WriteString("redis.register_function{function_name = '" + fn + "', callback = function(KEYS, ARGV)\n" + bodies[i] + "end" + flags + "}\n")
 	}
 	return b.String()
 }
