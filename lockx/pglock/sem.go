@@ -34,9 +34,10 @@ import (
 // entry's expiry, so a waiter that died while queued returns it within its
 // queue TTL.
 
-// semQueued records, per owner (hex), the notification count before the
-// decision that queued it: a notification naming the owner after that may
-// be a grant handed over, which the owner's next attempt confirms first.
+// semQueuedAt returns the notification count before the decision that
+// queued owner (hex), if this Backend queued it: a notification naming the
+// owner after that may be a grant handed over, which the owner's next
+// attempt confirms first.
 func (b *Backend) semQueuedAt(owner string) (uint64, bool) {
 	v, ok := b.sem.queued.Load(owner)
 	if !ok {
