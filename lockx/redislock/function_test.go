@@ -210,3 +210,53 @@ func TestFunctionsAboveMaxmemory(t *testing.T) {
 		_ = b.Release(ctx, "k", a)
 	}
 }
+
+// On a Cluster every master gets the library from the first call that meets
+// its absence there, through single calls and per-node pipelines alike.
+func TestFunctionLibraryOnEveryClusterMaster(t *testing.T) {
+	cc := clusterClient(t)
+	ctx := ctxT(t, 20*time.Second)
+	flush := func() {
+		t.Helper()
+		if err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.FunctionFlush(ctx).Err() }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := backend(t, cc)
+	a := lockx.NewOwner()
+	keys := make([]string, 48) // spread over every master's slots
+	for i := range keys {
+		keys[i] = "k" + strconv.Itoa(i)
+	}
+	flush()
+	for _, k := range keys {
+		mustGrant(t, b, req(k, a, 5*time.Second))
+	}
+	flush()
+	reqs := make([]lockx.ExtendRequest, len(keys))
+	for i, k := range keys {
+		reqs[i] = lockx.ExtendRequest{Key: k, Owner: a, Lease: 5 * time.Second}
+	}
+	for i, err := range b.ExtendMany(ctx, reqs) {
+		if err != nil {
+			t.Fatalf("ExtendMany after FUNCTION FLUSH on every master: key %s: %v", keys[i], err)
+		}
+	}
+	if err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		libs, err := m.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: "lockx_*"}).Result()
+		if err != nil {
+			return err
+		}
+		if len(libs) != 1 {
+			t.Errorf("master %s: lockx libraries %d, want 1", m.Options().Addr, len(libs))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if err := b.Release(ctx, k, a); err != nil {
+			t.Fatalf("Release %s: %v", k, err)
+		}
+	}
+}
