@@ -1,6 +1,7 @@
 package pglock_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -20,10 +21,47 @@ import (
 	"github.com/lockx-go/lockx/lockx/pglock"
 )
 
+// serverCPU is the CPU time the env's backends have used so far (user +
+// system, from /proc/<pid>/stat; the server must run on this machine).
+// Backends of the env are those with its application_name; one that ended
+// meanwhile is missed, so a negative difference is not reported.
+func (e *env) serverCPU(b *testing.B) time.Duration {
+	rows, err := e.pool.Query(context.Background(), "SELECT pid FROM pg_stat_activity WHERE application_name = $1", e.schema)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rows.Close()
+	var total time.Duration
+	for rows.Next() {
+		var pid int
+		if err := rows.Scan(&pid); err != nil {
+			b.Fatal(err)
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue // ended, or the server is not on this machine
+		}
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
+		utime, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		total += time.Duration(utime+stime) * 10 * time.Millisecond // USER_HZ = 100
+	}
+	return total
+}
+
+// reportServerCPU reports the server CPU per operation since start.
+func (e *env) reportServerCPU(b *testing.B, start time.Duration, ops int) {
+	if end := e.serverCPU(b); start > 0 && end > start && ops > 0 {
+		b.ReportMetric(float64((end-start).Microseconds())/float64(ops), "server-µs/op")
+	}
+}
+
 // Uncontended acquire + release (with fencing token, watchdog off) by 32
 // goroutines on distinct keys, against raw pg_try_advisory_lock +
 // pg_advisory_unlock pairs, each goroutine on its own pinned pool
-// connection, on the same pool:
+// connection, on the same pool; server-µs/op is the CPU the pool's
+// backends spent per pair (PGLOCK_BENCH_SESSIONS=1,2,4 compares holder
+// session counts):
 //
 //	go test -run '^$' -bench Uncontended -benchtime 4s ./lockx/pglock/
 func BenchmarkUncontended(b *testing.B) {
@@ -32,6 +70,7 @@ func BenchmarkUncontended(b *testing.B) {
 	b.Run("raw", func(b *testing.B) {
 		var next atomic.Int64
 		b.SetParallelism(max(1, goroutines/runtime.GOMAXPROCS(0)))
+		cpu := e.serverCPU(b)
 		b.RunParallel(func(pb *testing.PB) {
 			ctx := context.Background()
 			conn, err := e.pool.Acquire(ctx)
@@ -54,6 +93,7 @@ func BenchmarkUncontended(b *testing.B) {
 			}
 		})
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
+		e.reportServerCPU(b, cpu, b.N)
 	})
 	sessions := []int{pglock.DefaultSessions}
 	if s := os.Getenv("PGLOCK_BENCH_SESSIONS"); s != "" {
@@ -83,6 +123,7 @@ func benchUncontended(b *testing.B, e *env, sessions, goroutines int) {
 		}
 		var next atomic.Int64
 		b.SetParallelism(max(1, goroutines/runtime.GOMAXPROCS(0)))
+		cpu := e.serverCPU(b)
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
 			ctx := context.Background()
@@ -100,13 +141,14 @@ func benchUncontended(b *testing.B, e *env, sessions, goroutines int) {
 			}
 		})
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
+		e.reportServerCPU(b, cpu, b.N)
 	}
 }
 
 // One hot key, 16 independent clients (one goroutine each, each its own
 // Backend as separate processes would have): handoffs per second and the
 // p99 wait for a handoff, against a raw try-lock loop that sleeps 1 ms
-// between tries:
+// between tries; server-µs/op is the server CPU per acquisition:
 //
 //	go test -run '^$' -bench HotKey -benchtime 4s ./lockx/pglock/
 func BenchmarkHotKey(b *testing.B) {
@@ -119,6 +161,7 @@ func BenchmarkHotKey(b *testing.B) {
 		var waits []time.Duration
 		var n atomic.Int64
 		var wg sync.WaitGroup
+		cpu := e.serverCPU(b)
 		start := time.Now()
 		for i := 0; i < clients; i++ {
 			wg.Add(1)
@@ -145,6 +188,7 @@ func BenchmarkHotKey(b *testing.B) {
 		el := time.Since(start)
 		slices.Sort(waits)
 		b.ReportMetric(float64(handoffs)/el.Seconds(), "handoffs/s")
+		e.reportServerCPU(b, cpu, b.N)
 		if len(waits) > 0 {
 			b.ReportMetric(float64(waits[len(waits)/2].Microseconds())/1000, "p50-ms")
 			b.ReportMetric(float64(waits[len(waits)*99/100].Microseconds())/1000, "p99-ms")

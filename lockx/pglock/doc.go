@@ -27,7 +27,9 @@
 // while its session holds the advisory lock.
 //
 // Holder sessions commit asynchronously, so no grant waits for a disk
-// flush. Tokens still never go back: a crash or a failover empties the
+// flush, and use generic plans for their prepared statements (re-planning
+// the multi-row grant and release statements for each batch cost more than
+// running them). Tokens still never go back: a crash or a failover empties the
 // UNLOGGED marker table <schema>.lockx_epoch, and the first session after
 // it moves the sequence ahead by 2^30 in a synchronous commit before any
 // grant (see fence_guard.go and docs/architecture.md).
@@ -112,8 +114,15 @@
 // A Backend uses at most WithSessions holder sessions and WithWaitSessions
 // wait sessions (together capped at half the pool's MaxConns) plus one
 // listener session while anything waits, however many locks are held or
-// awaited. Keep max_locks_per_transaction ×
-// max_connections above the number of locks held at once across the
-// cluster: session advisory locks live in the server's shared lock table.
+// awaited: with the defaults, 4 connections for 1,000 held locks and 100
+// waiters alike, and a pool of at least 6. A pool smaller than that gets
+// fewer: with pgxpool's default MaxConns of 4 (on up to 4 cores) a Backend
+// has 2 holder sessions and no wait session, so every waiter is woken by
+// notification. Extra holder sessions cost server CPU per lock on a small
+// server (their batches are smaller; see WithSessions) and extra wait
+// sessions help only processes in which several goroutines wait for one
+// key. Keep max_locks_per_transaction × max_connections above the number
+// of locks held at once across the cluster: session advisory locks live in
+// the server's shared lock table.
 // docs/architecture.md (section "PostgreSQL backend") explains each choice.
 package pglock

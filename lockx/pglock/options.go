@@ -88,10 +88,13 @@ func WithNamespace(ns string) Option { return func(c *config) { c.namespace = ns
 // WithSessions sets how many pinned holder sessions (pool connections) carry
 // the Backend's advisory locks (default 2, never more than half the pool's
 // MaxConns). Locks are spread over them by key hash. Each session pipelines
-// the statements of all concurrent callers, so a few suffice: measured on a
-// 2-core server, 2 sessions gave twice the throughput of 4 (more backends
-// only contend for the same pages and cores). More sessions shrink the
-// blast radius of one dying; they add no capacity.
+// the statements of all concurrent callers and merges their grants and
+// releases into one statement each per round trip, so a few suffice: the
+// fewer the sessions, the larger the batches. Measured on a 2-core server
+// (32 goroutines on distinct keys, server CPU per acquire + release pair):
+// 13–15 µs with 1 session, 22–25 µs with 2, 31–34 µs with 4, 48 µs with 8,
+// with no gain in pairs per second past 2. More sessions shrink the blast
+// radius of one dying; on a server with more cores they can add capacity.
 func WithSessions(n int) Option {
 	return func(c *config) {
 		if n < 1 || n > 64 {
