@@ -349,14 +349,24 @@ func (l *Lock) Release(ctx context.Context) error {
 	if l == nil || l.h == nil {
 		return ErrNotHeld
 	}
-	h := l.h
-	o := h.observer
-	if o == nil {
+	if l.h.observer == nil {
 		_, err := l.release(ctx)
 		return err
 	}
 	start := time.Now()
 	final, err := l.release(ctx)
+	l.observeRelease(ctx, start, final, err)
+	return err
+}
+
+// observeRelease reports a release that started at start to the hold's
+// observer, if it has one.
+func (l *Lock) observeRelease(ctx context.Context, start time.Time, final bool, err error) {
+	h := l.h
+	o := h.observer
+	if o == nil {
+		return
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -365,14 +375,40 @@ func (l *Lock) Release(ctx context.Context) error {
 		Final: final, Status: StatusOf(err), Err: err,
 		Start: start, Duration: time.Since(start),
 	})
-	return err
 }
 
 // release is Release; final reports that this was the hold's last handle.
 func (l *Lock) release(ctx context.Context) (final bool, _ error) {
+	r, final, err := l.beginRelease()
+	if !final {
+		return false, err
+	}
+	if r.owned {
+		leave := r.enterGate(ctx)
+		defer leave()
+		err = releaseWithRetry(ctx, r.h.ops.Release, r.h.key, r.h.owner)
+	}
+	return true, r.finish(err)
+}
+
+// finalRelease is the last handle's release of a hold, between
+// beginRelease and finish: the backend's release (one key, or a set's in
+// one call) goes between the two.
+type finalRelease struct {
+	h     *hold
+	lost  bool // the hold was lost before the release
+	owned bool // the key is to be released at the backend
+}
+
+// beginRelease gives up l. final is false if l was not the hold's last
+// handle (a reentrant hold lives on) or was given up before; err then is
+// the release's outcome. Otherwise the hold is finished (its watchdog,
+// timers and context ended) and the caller must release the key at the
+// backend if r.owned, and then call r.finish.
+func (l *Lock) beginRelease() (r finalRelease, final bool, err error) {
 	h := l.h
 	if !l.released.CompareAndSwap(false, true) {
-		return false, keyError("release", h.key, ErrNotHeld)
+		return r, false, keyError("release", h.key, ErrNotHeld)
 	}
 	c := h.c
 	c.mu.Lock()
@@ -380,31 +416,38 @@ func (l *Lock) release(ctx context.Context) (final bool, _ error) {
 	if h.count > 0 {
 		c.mu.Unlock()
 		if h.isLost() {
-			return false, keyError("release", h.key, ErrLost)
+			return r, false, keyError("release", h.key, ErrLost)
 		}
-		return false, nil
+		return r, false, nil
 	}
-	lost := h.isLost()
+	r = finalRelease{h: h, lost: h.isLost()}
 	cur := c.holds[h.hk]
-	owned := cur == h || (cur == nil && !c.closed)
+	r.owned = cur == h || (cur == nil && !c.closed)
 	if cur == h {
 		h.releasing = make(chan struct{})
 	}
 	c.mu.Unlock()
-
 	h.finish(ErrReleased)
-	var err error
-	if owned {
-		if h.explicit {
-			// Keep a same-owner acquisition from reaching the backend
-			// while this release is in flight (it would be undone by it).
-			// The gate is only ever held briefly, see Client.acquire.
-			if leave, gerr := c.owners.enter(context.WithoutCancel(ctx), ownerGateKey(h.hk), true, nil, nil); gerr == nil {
-				defer leave()
-			}
+	return r, true, nil
+}
+
+// enterGate keeps a same-owner acquisition of an explicit owner's key from
+// reaching the backend while its release is in flight (it would be undone
+// by it); the gate is only ever held briefly, see Client.acquire. leave
+// ends it.
+func (r finalRelease) enterGate(ctx context.Context) (leave func()) {
+	if r.h.explicit {
+		if leave, err := r.h.c.owners.enter(context.WithoutCancel(ctx), ownerGateKey(r.h.hk), true, nil, nil); err == nil {
+			return leave
 		}
-		err = releaseWithRetry(ctx, h.ops.Release, h.key, h.owner)
 	}
+	return func() {}
+}
+
+// finish ends the release with the backend's outcome err (nil if the key
+// was not r.owned) and returns the release's error.
+func (r finalRelease) finish(err error) error {
+	h, c := r.h, r.h.c
 	h.releaseGate()
 	c.mu.Lock()
 	if c.holds[h.hk] == h {
@@ -414,37 +457,45 @@ func (l *Lock) release(ctx context.Context) (final bool, _ error) {
 		close(h.releasing)
 	}
 	c.mu.Unlock()
-	if lost && (err == nil || isNotHeld(err)) {
+	if r.lost && (err == nil || isNotHeld(err)) {
 		err = ErrLost
 	}
-	if !lost {
+	if !r.lost {
 		h.observeEnd(StatusOK, "")
 	}
-	return true, keyError("release", h.key, err)
+	return keyError("release", h.key, err)
 }
 
 // releaseWithRetry retries a release whose outcome is unknown; a "not held"
 // after an unknown outcome means the first attempt went through.
 func releaseWithRetry(ctx context.Context, release func(context.Context, string, Owner) error, key string, owner Owner) error {
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		err = release(ctx, key, owner)
+	return retryRelease(ctx, release, key, owner, release(ctx, key, owner))
+}
+
+// retryRelease goes on from a first release attempt whose outcome was err,
+// as releaseWithRetry: up to two more attempts while the outcome is
+// unknown.
+func retryRelease(ctx context.Context, release func(context.Context, string, Owner) error, key string, owner Owner, err error) error {
+	for attempt := 1; ; attempt++ {
 		if err == nil || ctx.Err() != nil {
 			return err
 		}
 		if isNotHeld(err) {
-			if attempt > 0 {
+			if attempt > 1 {
 				return nil
 			}
 			return err
 		}
-		t := time.NewTimer(time.Duration(attempt+1) * 10 * time.Millisecond)
+		if attempt == 3 {
+			return err
+		}
+		t := time.NewTimer(time.Duration(attempt) * 10 * time.Millisecond)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
 			return err
 		}
+		err = release(ctx, key, owner)
 	}
-	return err
 }

@@ -39,6 +39,17 @@ type ManyAcquirer interface {
 	AcquireMany(ctx context.Context, reqs []Request) ([]Result, error)
 }
 
+// ManyReleaser is an optional capability: a backend that can release
+// several keys of one owner in one round trip (per node) implements it, and
+// LockSet.Release gives the set back through it.
+type ManyReleaser interface {
+	// ReleaseMany releases each key from owner, as Backend.Release would,
+	// and returns one error per key, in order: nil, ErrNotHeld, or an error
+	// matching ErrUnavailable when the outcome is unknown (the Client then
+	// retries that key alone with Release).
+	ReleaseMany(ctx context.Context, keys []string, owner Owner) []error
+}
+
 // CheckManyRequests checks what ManyAcquirer.AcquireMany may assume of its
 // requests — one owner, no waiting, no fairness — so that every backend
 // refuses other input with the same *ArgError.
@@ -289,14 +300,19 @@ func (w *watchdog) align(locks []*Lock) {
 	}
 }
 
-// releaseAll releases every lock, best effort, all at once: the releases of
-// a set are independent, and concurrent calls share round trips on a
-// batching backend (redislock coalesces them into one pipeline), so a set
-// costs about one round trip to give back rather than one per key.
+// releaseAll releases every lock, best effort, all at once. With a backend
+// that is a ManyReleaser, the keys the set gives back go in one ReleaseMany
+// call (one round trip per node); otherwise the releases run concurrently,
+// and on a batching backend share round trips (redislock coalesces them
+// into pipelines).
 func releaseAll(ctx context.Context, locks []*Lock) error {
 	rctx := context.WithoutCancel(ctx)
 	if len(locks) == 0 {
 		return nil
+	}
+	c := locks[0].h.c
+	if mr, ok := c.b.(ManyReleaser); ok && len(locks) > 1 {
+		return releaseMany(rctx, mr, locks)
 	}
 	errs := make([]error, len(locks))
 	var wg sync.WaitGroup
@@ -305,6 +321,74 @@ func releaseAll(ctx context.Context, locks []*Lock) error {
 	}
 	errs[0] = locks[0].Release(rctx)
 	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// releaseMany is releaseAll through a ManyReleaser. Each member goes through
+// the same steps as Lock.Release — the last handle of a hold finishes it,
+// an explicit owner's key is gated against a same-owner acquisition while
+// its release is out, an unknown outcome is retried for that key alone, and
+// the observer hears of each member — but the plain locks the set gives
+// back reach the backend together. The gates are entered in the set's key
+// order, as every other multi-key path takes keys.
+func releaseMany(ctx context.Context, mr ManyReleaser, locks []*Lock) error {
+	start := time.Now()
+	errs := make([]error, len(locks))
+	finals := make([]bool, len(locks))
+	rs := make([]finalRelease, len(locks))
+	var batch []int // members to release in the one call
+	var keys []string
+	var owner Owner
+	for i, l := range locks {
+		r, final, err := l.beginRelease()
+		rs[i], finals[i], errs[i] = r, final, err
+		if !final || !r.owned {
+			continue
+		}
+		if !r.h.plain || (len(batch) > 0 && r.h.owner != owner) {
+			// Not the backend's plain lock, or another owner: on its own.
+			leave := r.enterGate(ctx)
+			err := releaseWithRetry(ctx, r.h.ops.Release, r.h.key, r.h.owner)
+			leave()
+			errs[i] = err
+			continue
+		}
+		owner = r.h.owner
+		batch = append(batch, i)
+		keys = append(keys, r.h.key)
+	}
+	if len(batch) > 0 {
+		leaves := make([]func(), len(batch))
+		for j, i := range batch {
+			leaves[j] = rs[i].enterGate(ctx)
+		}
+		berrs := mr.ReleaseMany(ctx, keys, owner)
+		var wg sync.WaitGroup
+		for j, i := range batch {
+			err := Unavailable("release", errors.New("release many returned too few results"))
+			if j < len(berrs) {
+				err = berrs[j]
+			}
+			if err == nil || isNotHeld(err) {
+				errs[i] = err
+				continue
+			}
+			h := rs[i].h
+			wg.Go(func() { errs[i] = retryRelease(ctx, h.ops.Release, h.key, h.owner, err) })
+		}
+		wg.Wait()
+		for _, leave := range leaves {
+			leave()
+		}
+	}
+	for i, l := range locks {
+		if finals[i] {
+			errs[i] = rs[i].finish(errs[i])
+		}
+		if l.h.observer != nil {
+			l.observeRelease(ctx, start, finals[i], errs[i])
+		}
+	}
 	return errors.Join(errs...)
 }
 

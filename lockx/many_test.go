@@ -273,3 +273,107 @@ func ExampleClient_AcquireMany() {
 	// true true
 	// true
 }
+
+// manyReleaser adds ManyReleaser to flaky and counts both release paths.
+// If lostReply names a key, ReleaseMany releases it but reports the outcome
+// unknown, as a lost reply would.
+type manyReleaser struct {
+	*flaky
+	calls, batched, singles atomic.Int32
+	lostReply               string
+}
+
+func (m *manyReleaser) Release(ctx context.Context, key string, owner lockx.Owner) error {
+	m.singles.Add(1)
+	return m.flaky.Release(ctx, key, owner)
+}
+
+func (m *manyReleaser) ReleaseMany(ctx context.Context, keys []string, owner lockx.Owner) []error {
+	m.calls.Add(1)
+	errs := make([]error, len(keys))
+	for i, k := range keys {
+		m.batched.Add(1)
+		errs[i] = m.flaky.Backend.Release(ctx, k, owner)
+		if k == m.lostReply {
+			errs[i] = lockx.Unavailable("release", errWire)
+		}
+	}
+	return errs
+}
+
+func TestLockSetReleaseUsesManyReleaser(t *testing.T) {
+	m := &manyReleaser{flaky: newFlaky()}
+	c := lockx.New(m)
+	defer c.Close()
+	other := lockx.New(m.flaky.Backend)
+	defer other.Close()
+	ctx := context.Background()
+	ks := []string{"mr:a", "mr:b", "mr:c", "mr:d"}
+	free := func() {
+		t.Helper()
+		for _, k := range ks {
+			l, err := other.TryAcquire(ctx, k)
+			if err != nil {
+				t.Fatalf("%s after the set's release: %v", k, err)
+			}
+			_ = l.Release(ctx)
+		}
+	}
+
+	ls, err := c.AcquireMany(ctx, ks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, n, s := m.calls.Load(), m.batched.Load(), m.singles.Load(); got != 1 || n != 4 || s != 0 {
+		t.Fatalf("%d ReleaseMany calls for %d keys and %d single releases; want 1 for 4 and 0", got, n, s)
+	}
+	free()
+
+	// A lost reply for one key: that key alone is retried with Release,
+	// whose "not held" means the first attempt went through.
+	m.calls.Store(0)
+	m.batched.Store(0)
+	m.lostReply = "mr:c"
+	ls, err = c.AcquireMany(ctx, ks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.Release(ctx); err != nil {
+		t.Fatalf("release with one lost reply: %v", err)
+	}
+	if got, s := m.calls.Load(), m.singles.Load(); got != 1 || s != 1 {
+		t.Fatalf("%d ReleaseMany calls and %d single releases; want 1 and 1 (the retry)", got, s)
+	}
+	free()
+	m.lostReply = ""
+
+	// A member that is also held on its own by the same owner stays held:
+	// only the set's handle of it is given up.
+	m.calls.Store(0)
+	m.batched.Store(0)
+	octx := lockx.ContextWithOwner(ctx, lockx.NewOwner())
+	own, err := c.Acquire(octx, ks[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err = c.AcquireMany(octx, ks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.batched.Load(); n != 3 {
+		t.Fatalf("%d keys released in the batch; want 3 (the reentrant member stays)", n)
+	}
+	if _, err := other.TryAcquire(ctx, ks[0]); !errors.Is(err, lockx.ErrNotAcquired) {
+		t.Fatalf("reentrant member after the set's release: %v, want it still held", err)
+	}
+	if err := own.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	free()
+}

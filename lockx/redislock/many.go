@@ -178,20 +178,60 @@ func manyArgs(b *Backend, reqs []lockx.Request, idx []int, owner string) []any {
 func (b *Backend) releaseKeys(ctx context.Context, reqs []lockx.Request, idx []int, owner string) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	args := make([][]any, len(idx))
+	keys := make([]string, len(idx))
 	for j, i := range idx {
-		lk, q, d, w := b.keys(reqs[i].Key)
-		args[j] = []any{"evalsha", releaseScript.sha, 4, lk, q, d, w, owner, b.tombArg, b.chpfArg}
+		keys[j] = reqs[i].Key
 	}
-	cmds := make([]*redis.Cmd, len(idx))
-	b.pipeScripts(rctx, releaseScript, args, cmds)
 	var errs []error
-	for _, c := range cmds {
-		if err := c.Err(); err != nil {
+	for _, err := range b.releasePipe(rctx, keys, owner) {
+		if err != nil && !errors.Is(err, lockx.ErrNotHeld) {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+var _ lockx.ManyReleaser = (*Backend)(nil)
+
+// ReleaseMany implements lockx.ManyReleaser: the release script of every
+// key in one pipeline (go-redis splits a Cluster's per master node), with
+// one error per key as Release returns it.
+func (b *Backend) ReleaseMany(ctx context.Context, keys []string, owner lockx.Owner) []error {
+	errs := make([]error, len(keys))
+	err := b.err
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	return b.releasePipe(ctx, keys, encodeOwner(owner))
+}
+
+// releasePipe runs the release script for each key and the encoded owner in
+// one pipeline.
+func (b *Backend) releasePipe(ctx context.Context, keys []string, owner string) []error {
+	args := make([][]any, len(keys))
+	for i, k := range keys {
+		lk, q, d, w := b.keys(k)
+		b.n.forget(lk, owner) // a handoff to owner is freed by this call
+		args[i] = []any{"evalsha", releaseScript.sha, 4, lk, q, d, w, owner, b.tombArg, b.chpfArg}
+	}
+	cmds := make([]*redis.Cmd, len(keys))
+	b.pipeScripts(ctx, releaseScript, args, cmds)
+	errs := make([]error, len(keys))
+	for i, c := range cmds {
+		switch v, err := c.Int64(); {
+		case err != nil:
+			errs[i] = b.fail(ctx, "release", err)
+		case v != 1:
+			errs[i] = lockx.ErrNotHeld
+		}
+	}
+	return errs
 }
 
 // pipeScripts runs s once per argument vector (each "evalsha", sha,
