@@ -21,6 +21,21 @@ type PermitRequest struct {
 	Count int64
 }
 
+// CheckPermitRequest checks the part of a PermitRequest that is a
+// semaphore's own — 1 ≤ Count ≤ Limit — so that every SemaphoreBackend
+// refuses other input with the same *ArgError.
+func CheckPermitRequest(req PermitRequest) error {
+	switch {
+	case req.Limit <= 0:
+		return &ArgError{Arg: "limit", Reason: "must be positive"}
+	case req.Count <= 0:
+		return &ArgError{Arg: "permits", Reason: "must be positive"}
+	case req.Count > req.Limit:
+		return &ArgError{Arg: "permits", Reason: "more than the limit"}
+	}
+	return nil
+}
+
 // PermitUsage is a snapshot of a semaphore.
 type PermitUsage struct {
 	InUse   int64 // permits held by live leases

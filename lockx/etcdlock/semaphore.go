@@ -50,8 +50,8 @@ func semPolicy(req lockx.PermitRequest) policy {
 // AcquirePermits makes one attempt to take req.Count permits of req.Key
 // (lockx.SemaphoreBackend).
 func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (lockx.Result, error) {
-	if req.Limit <= 0 || req.Count <= 0 || req.Count > req.Limit {
-		return lockx.Result{}, &lockx.ArgError{Arg: "count", Reason: "want 1 ≤ count ≤ limit"}
+	if err := lockx.CheckPermitRequest(req); err != nil {
+		return lockx.Result{}, err
 	}
 	return b.attempt(ctx, semRef(req.Key, req.Owner), req.Request, semPolicy(req))
 }

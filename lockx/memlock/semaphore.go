@@ -76,24 +76,12 @@ func (b *Backend) liveSem(key string, now time.Time) *semEntry {
 	return e
 }
 
-func checkPermitRequest(req lockx.PermitRequest) error {
-	switch {
-	case req.Limit <= 0:
-		return &lockx.ArgError{Arg: "limit", Reason: "must be positive"}
-	case req.Count <= 0:
-		return &lockx.ArgError{Arg: "permits", Reason: "must be positive"}
-	case req.Count > req.Limit:
-		return &lockx.ArgError{Arg: "permits", Reason: "more than the limit"}
-	}
-	return nil
-}
-
 // AcquirePermits implements lockx.SemaphoreBackend.
 func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (lockx.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return lockx.Result{}, err
 	}
-	if err := checkPermitRequest(req); err != nil {
+	if err := lockx.CheckPermitRequest(req); err != nil {
 		return lockx.Result{}, err
 	}
 	b.mu.Lock()

@@ -61,13 +61,8 @@ func (r *refusals) namedAfter(owner string, seq uint64) bool {
 // server, so the key's decision lock is held for the statements' time only,
 // not across a round trip to the client.
 func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (lockx.Result, error) {
-	switch {
-	case req.Limit <= 0:
-		return lockx.Result{}, &lockx.ArgError{Arg: "limit", Reason: "must be positive"}
-	case req.Count <= 0:
-		return lockx.Result{}, &lockx.ArgError{Arg: "permits", Reason: "must be positive"}
-	case req.Count > req.Limit:
-		return lockx.Result{}, &lockx.ArgError{Arg: "permits", Reason: "more than the limit"}
+	if err := lockx.CheckPermitRequest(req); err != nil {
+		return lockx.Result{}, err
 	}
 	ask := refusal{hash: b.hash(req.Key), kind: kindSem, mode: rowPermit, limit: req.Limit, count: req.Count}
 	if res, ok := b.answerLocally(req.Request, ask); ok {

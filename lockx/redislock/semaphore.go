@@ -26,13 +26,8 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 	if b.err != nil {
 		return lockx.Result{}, b.err
 	}
-	switch {
-	case req.Limit <= 0:
-		return lockx.Result{}, &lockx.ArgError{Arg: "limit", Reason: "must be positive"}
-	case req.Count <= 0:
-		return lockx.Result{}, &lockx.ArgError{Arg: "permits", Reason: "must be positive"}
-	case req.Count > req.Limit:
-		return lockx.Result{}, &lockx.ArgError{Arg: "permits", Reason: "more than the limit"}
+	if err := lockx.CheckPermitRequest(req); err != nil {
+		return lockx.Result{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return lockx.Result{}, err

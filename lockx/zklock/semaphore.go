@@ -36,11 +36,8 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 	if err := checkRequest(req.Request); err != nil {
 		return lockx.Result{}, err
 	}
-	if req.Limit < 1 {
-		return lockx.Result{}, &lockx.ArgError{Arg: "limit", Reason: "must be at least 1"}
-	}
-	if req.Count < 1 || req.Count > req.Limit {
-		return lockx.Result{}, &lockx.ArgError{Arg: "count", Reason: "must be between 1 and the limit"}
+	if err := lockx.CheckPermitRequest(req); err != nil {
+		return lockx.Result{}, err
 	}
 	e := b.lockEntry(kindSem, req.Key, req.Owner, true)
 	defer b.unlockEntry(e)
