@@ -3,9 +3,12 @@ package mysqllock
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lockx-go/lockx/lockx"
 )
 
 // hub fans releases out to the watchers of every Backend of this process
@@ -237,4 +240,27 @@ func queryBools(ctx context.Context, db *sql.DB, q string, args []any, n int) ([
 		out[i] = vals[i].Valid && vals[i].Int64 != 0
 	}
 	return out, nil
+}
+
+// watch is both Backends' lockx.Notifier: a release through a Backend of
+// this process (same table prefix) wakes at once through the hub; releases
+// and expiries elsewhere are seen by polling while anything waits.
+func watch(h *hub, p *poller, name string) (<-chan struct{}, func(), error) {
+	w, cancelHub := h.add(name)
+	cancelPoll := p.watch(name)
+	return w.ch, func() { cancelPoll(); cancelHub() }, nil
+}
+
+// queryTTL runs a Backend's TTL statement (which yields the remaining lease
+// in µs, or no row) for name and owner.
+func queryTTL(ctx context.Context, db *sql.DB, query, name string, owner lockx.Owner) (time.Duration, error) {
+	var us int64
+	err := db.QueryRowContext(ctx, query, name, string(owner)).Scan(&us)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && us <= 0 {
+		return 0, lockx.ErrNotHeld
+	}
+	if err != nil {
+		return 0, lockx.Unavailable("ttl", err)
+	}
+	return time.Duration(us) * time.Microsecond, nil
 }

@@ -510,25 +510,14 @@ func (b *Backend) TTL(ctx context.Context, key string, owner lockx.Owner) (time.
 		return d, nil
 	}
 	s.mu.Unlock()
-	var us int64
-	err := b.db.QueryRowContext(ctx, b.ttlSQL, name, string(owner)).Scan(&us)
-	if errors.Is(err, sql.ErrNoRows) || err == nil && us <= 0 {
-		return 0, lockx.ErrNotHeld
-	}
-	if err != nil {
-		return 0, lockx.Unavailable("ttl", err)
-	}
-	return time.Duration(us) * time.Microsecond, nil
+	return queryTTL(ctx, b.db, b.ttlSQL, name, owner)
 }
 
 // Watch implements lockx.Notifier. Releases by Backends of this process
 // (same table prefix) wake at once; releases by other processes are seen
 // by polling IS_FREE_LOCK every WithPollInterval while anything waits.
 func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-chan struct{}, func(), error) {
-	name := b.t.lockName(key)
-	w, cancelHub := b.hub.add(name)
-	cancelPoll := b.poll.watch(name)
-	return w.ch, func() { cancelPoll(); cancelHub() }, nil
+	return watch(b.hub, b.poll, b.t.lockName(key))
 }
 
 func (b *Backend) checkFree(ctx context.Context, names []string) ([]bool, error) {

@@ -226,25 +226,14 @@ func (b *TableBackend) TTL(ctx context.Context, key string, owner lockx.Owner) (
 	if err := b.ready(ctx); err != nil {
 		return 0, err
 	}
-	var us int64
-	err := b.db.QueryRowContext(ctx, b.ttlSQL, b.t.lockName(key), string(owner)).Scan(&us)
-	if errors.Is(err, sql.ErrNoRows) || err == nil && us <= 0 {
-		return 0, lockx.ErrNotHeld
-	}
-	if err != nil {
-		return 0, lockx.Unavailable("ttl", err)
-	}
-	return time.Duration(us) * time.Microsecond, nil
+	return queryTTL(ctx, b.db, b.ttlSQL, b.t.lockName(key), owner)
 }
 
 // Watch implements lockx.Notifier: releases through Backends of this
 // process wake at once; releases and expiries elsewhere are seen by
 // polling every WithPollInterval while anything waits.
 func (b *TableBackend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-chan struct{}, func(), error) {
-	name := b.t.lockName(key)
-	w, cancelHub := b.hub.add(name)
-	cancelPoll := b.poll.watch(name)
-	return w.ch, func() { cancelPoll(); cancelHub() }, nil
+	return watch(b.hub, b.poll, b.t.lockName(key))
 }
 
 func (b *TableBackend) checkFree(ctx context.Context, names []string) ([]bool, error) {
