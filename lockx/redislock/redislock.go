@@ -17,9 +17,8 @@ import (
 // Backend is lockx's Redis backend over a redis.UniversalClient: a single
 // node, a Sentinel failover client or a Cluster. It implements
 // lockx.Backend, lockx.Notifier, lockx.BatchExtender,
-// lockx.ExtendPartitioner and lockx.ManyAcquirer.
-// Create it with New;
-// it is safe for concurrent use.
+// lockx.ExtendPartitioner, lockx.ManyAcquirer and lockx.ManyReleaser.
+// Create it with New; it is safe for concurrent use.
 type Backend struct {
 	rdb redis.UniversalClient
 	run processor // script calls: rdb's autopipeliner, or rdb
