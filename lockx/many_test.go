@@ -377,3 +377,40 @@ func TestLockSetReleaseUsesManyReleaser(t *testing.T) {
 	}
 	free()
 }
+
+// TestLockSetReleaseManyObserved: a set given back through a ManyReleaser
+// reports each member's release and hold end to the observer, as member
+// releases one by one do.
+func TestLockSetReleaseManyObserved(t *testing.T) {
+	rec := &recorder{}
+	m := &manyReleaser{flaky: newFlaky()}
+	c := lockx.New(m, lockx.WithObserver(rec))
+	defer c.Close()
+	ctx := context.Background()
+	ks := []string{"mo:a", "mo:b", "mo:c"}
+	ls, err := c.AcquireMany(ctx, ks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.calls.Load(); got != 1 {
+		t.Fatalf("%d ReleaseMany calls, want 1", got)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	seen := map[string]bool{}
+	for _, e := range rec.released {
+		if !e.Final || e.Err != nil || e.Status != lockx.StatusOK {
+			t.Fatalf("release event %+v: want final, no error", e)
+		}
+		seen[e.Key] = true
+	}
+	if len(rec.released) != len(ks) || len(seen) != len(ks) {
+		t.Fatalf("%d release events for %v, want one per member", len(rec.released), ks)
+	}
+	if len(rec.ended) != len(ks) {
+		t.Fatalf("%d hold-ended events, want %d", len(rec.ended), len(ks))
+	}
+}
