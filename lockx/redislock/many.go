@@ -274,47 +274,35 @@ func (b *Backend) pipeFunctions(ctx context.Context, s *script, args [][]any, cm
 	var scripts []int
 	for loaded := false; len(pending) > 0; loaded = true {
 		pipePass(ctx, b.rdb, "fcall", s.fn, args, cmds, pending)
-		var again []int
+		var load []int
 		for _, i := range pending {
-			switch err := cmds[i].Err(); {
-			case err == nil:
-			case noFunctions(err):
-				b.fcall.Store(false)
+			switch b.afterFcall(cmds[i].Err(), loaded) {
+			case fcallLoad:
+				load = append(load, i)
+			case fcallScript:
 				scripts = append(scripts, i)
-			case !redis.HasErrorPrefix(err, "Function not found"):
-			case loaded:
-				scripts = append(scripts, i)
-			default:
-				again = append(again, i)
 			}
 		}
-		pending = again
-		if len(pending) == 0 || loaded {
-			break
-		}
-		// Load the library once per node that lacked it.
+		// Load the library once per node that lacked it, and call again
+		// there.
 		done := map[string]error{}
-		again = pending[:0:0]
-		for _, i := range pending {
+		pending = nil
+		for _, i := range load {
 			key, _ := argKey(args[i], 3)
-			node := ""
-			if cc, ok := b.rdb.(*redis.ClusterClient); ok {
-				if n, err := cc.MasterForKey(ctx, key); err == nil {
-					node = n.Options().Addr
+			node, addr, err := b.libraryNode(ctx, key)
+			if err == nil {
+				var seen bool
+				if err, seen = done[addr]; !seen {
+					err = b.loadLibraryOn(ctx, node)
+					done[addr] = err
 				}
-			}
-			err, seen := done[node]
-			if !seen {
-				err = b.loadLibrary(ctx, key)
-				done[node] = err
 			}
 			if err != nil {
 				scripts = append(scripts, i)
 			} else {
-				again = append(again, i)
+				pending = append(pending, i)
 			}
 		}
-		pending = again
 	}
 	return append(scripts, pending...)
 }

@@ -289,16 +289,17 @@ func (b *Backend) runScript(ctx context.Context, s *script, args []any) *redis.C
 			cmd := redis.NewCmd(ctx, args...)
 			cmd.SetFirstKeyPos(3)
 			_ = b.run.Process(ctx, cmd)
-			if err := cmd.Err(); err == nil {
+			next := b.afterFcall(cmd.Err(), loaded)
+			if next == fcallDone {
 				return cmd
 			}
-			switch b.fcallFailed(ctx, cmd.Err(), args, loaded) {
-			case fcallDone:
-				return cmd
-			case fcallAgain:
-				continue
+			if next == fcallLoad {
+				key, _ := argKey(args, 3)
+				if b.loadLibrary(ctx, key) == nil {
+					continue
+				}
 			}
-			break // fcallScript
+			break // as a script
 		}
 	}
 	args[0], args[1] = "evalsha", s.sha
@@ -314,36 +315,33 @@ func (b *Backend) runScript(ctx context.Context, s *script, args []any) *redis.C
 	return cmd
 }
 
-// What to do after an FCALL of the library failed (fcallFailed).
+// What follows an FCALL of the library (afterFcall).
 const (
-	fcallDone   = iota // the error is the call's own outcome
-	fcallAgain         // the library was loaded: call the function again
+	fcallDone   = iota // the reply, or its error, is the call's own outcome
+	fcallLoad          // the node lacks the library: load it and call again
 	fcallScript        // run the call as a script instead
 )
 
-// fcallFailed decides what follows a failed FCALL with args ("fcall", name,
-// numkeys, keys..., args...). A server without functions (Redis before 7.0,
-// miniredis) or that may not run them for this user turns functions off for
-// the Backend: every later call is a script. A server without the library
-// (a new node, FUNCTION FLUSH, a restart without persistence, a failover to
-// a replica that never had it) gets it loaded — on the node of the call's
-// key — and the call goes again, once; if that does not help, or the load
-// failed, this call runs as a script. Any other error is the call's own.
-func (b *Backend) fcallFailed(ctx context.Context, err error, args []any, loaded bool) int {
+// afterFcall decides what follows an FCALL whose error was err; loaded
+// reports that the library was loaded for this call already. A server
+// without functions (Redis before 7.0, miniredis) or that may not run them
+// for this user turns functions off for the Backend: every later call is a
+// script. A server without the library (a new node, FUNCTION FLUSH, a
+// restart without persistence, a failover to a replica that never had it)
+// gets it loaded — on the node of the call's key — and the call goes again,
+// once; if that does not help, the call runs as a script. Any other error
+// is the call's own. runScript and pipeFunctions both decide by it.
+func (b *Backend) afterFcall(err error, loaded bool) int {
 	switch {
+	case err == nil, !noFunctions(err) && !redis.HasErrorPrefix(err, "Function not found"):
+		return fcallDone
 	case noFunctions(err):
 		b.fcall.Store(false)
 		return fcallScript
-	case !redis.HasErrorPrefix(err, "Function not found"):
-		return fcallDone
 	case loaded:
 		return fcallScript
 	}
-	key, _ := argKey(args, 3)
-	if b.loadLibrary(ctx, key) != nil {
-		return fcallScript
-	}
-	return fcallAgain
+	return fcallLoad
 }
 
 // noFunctions reports an error that says the server has no functions for
@@ -359,28 +357,37 @@ func noFunctions(err error) bool {
 // server that has no functions for this client, or refuses the library,
 // turns functions off for the Backend.
 func (b *Backend) loadLibrary(ctx context.Context, key string) error {
-	err := b.loadLibraryOnce(ctx, key)
+	node, _, err := b.libraryNode(ctx, key)
+	if err != nil {
+		return err
+	}
+	return b.loadLibraryOn(ctx, node)
+}
+
+// loadLibraryOn is loadLibrary on node.
+func (b *Backend) loadLibraryOn(ctx context.Context, node redis.Cmdable) error {
+	err := node.FunctionLoad(ctx, library).Err()
+	if err != nil && redis.HasErrorPrefix(err, "Library") && strings.Contains(err.Error(), "already exists") {
+		return nil
+	}
 	if err != nil && (noFunctions(err) || redis.HasErrorPrefix(err, "Error registering")) {
 		b.fcall.Store(false)
 	}
 	return err
 }
 
-func (b *Backend) loadLibraryOnce(ctx context.Context, key string) error {
-	var err error
+// libraryNode returns the client of the node that serves key and its
+// address: on a Cluster the key's master, else the client itself (address
+// "").
+func (b *Backend) libraryNode(ctx context.Context, key string) (redis.Cmdable, string, error) {
 	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
-		node, nerr := cc.MasterForKey(ctx, key)
-		if nerr != nil {
-			return nerr
+		node, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			return nil, "", err
 		}
-		err = node.FunctionLoad(ctx, library).Err()
-	} else {
-		err = b.rdb.FunctionLoad(ctx, library).Err()
+		return node, node.Options().Addr, nil
 	}
-	if err != nil && redis.HasErrorPrefix(err, "Library") && strings.Contains(err.Error(), "already exists") {
-		return nil
-	}
-	return err
+	return b.rdb, "", nil
 }
 
 // isNoScript reports a NOSCRIPT reply (go-redis's ErrNoScript is one too).
