@@ -385,9 +385,7 @@ func releaseMany(ctx context.Context, mr ManyReleaser, locks []*Lock) error {
 		if finals[i] {
 			errs[i] = rs[i].finish(errs[i])
 		}
-		if l.h.observer != nil {
-			l.observeRelease(ctx, start, finals[i], errs[i])
-		}
+		l.observeRelease(ctx, start, finals[i], errs[i])
 	}
 	return errors.Join(errs...)
 }
