@@ -340,8 +340,15 @@ func (c *Client) register(ctx context.Context, ops *GrantOps, k holdKey, explici
 		st.newHold = true
 	}
 	h.armValidity()
+	c.attach(h)
+	return &Lock{h: h}, nil
+}
+
+// attach arranges a registered hold's loss notification (a LossNotifier
+// backend's plain lock) and its renewals.
+func (c *Client) attach(h *hold) {
 	if ln, ok := c.b.(LossNotifier); ok && h.plain {
-		stop := ln.NotifyLoss(req.Key, req.Owner, func() { h.markLost("backend reported the lock lost") })
+		stop := ln.NotifyLoss(h.key, h.owner, func() { h.markLost("backend reported the lock lost") })
 		h.mu.Lock()
 		if h.finished { // released before the arrangement was made
 			h.mu.Unlock()
@@ -354,7 +361,6 @@ func (c *Client) register(ctx context.Context, ops *GrantOps, k holdKey, explici
 	if h.watchdog {
 		c.wd.add(h)
 	}
-	return &Lock{h: h}, nil
 }
 
 // obtain runs the attempt loop: register for wake-up, try, and wait for a

@@ -47,9 +47,10 @@ type hold struct {
 	lease      time.Duration
 	validUntil time.Time // local: grant start + lease − drift
 	nextRenew  time.Time
-	renewing   bool      // a watchdog renewal of this hold is in flight
-	renewFrom  time.Time // when that renewal was collected: its next renewal is about lease/3 later
-	timer      *time.Timer
+	renewing   bool           // a watchdog renewal of this hold is in flight
+	renewFrom  time.Time      // when that renewal was collected: its next renewal is about lease/3 later
+	timer      *time.Timer    // the validity timer, or nil in a group
+	group      *validityGroup // the shared validity timer of a set granted together
 	finished   bool
 	lostFlag   atomic.Bool
 	// The lock context is made on first use (most holders never ask), and
@@ -59,16 +60,24 @@ type hold struct {
 	cancel   context.CancelCauseFunc
 	cause    error       // why the hold ended, once it has
 	onEnd    []*endWatch // called once with the cause when the hold ends (LockSets' member watches)
+	onEndBuf [1]*endWatch
 	granted  time.Time   // start of the granted attempt
 	ended    atomic.Bool // HoldEnded reported
 }
 
 func newHold(c *Client, ops *GrantOps, hk holdKey, ctx context.Context, req Request, res Result, start time.Time, cfg *config, gate func()) *hold {
+	h := new(hold)
+	h.init(c, ops, hk, ctx, req, res, start, cfg, gate)
+	return h
+}
+
+// init sets up a new hold in place (a set's holds share one allocation).
+func (h *hold) init(c *Client, ops *GrantOps, hk holdKey, ctx context.Context, req Request, res Result, start time.Time, cfg *config, gate func()) {
 	lease := req.Lease
 	if res.TTL > 0 && res.TTL < lease {
 		lease = res.TTL // a fair handoff may carry less than a full lease
 	}
-	h := &hold{
+	*h = hold{
 		c:        c,
 		ops:      ops,
 		hk:       hk,
@@ -89,7 +98,6 @@ func newHold(c *Client, ops *GrantOps, hk holdKey, ctx context.Context, req Requ
 	h.validUntil = start.Add(lease - h.drift(lease))
 	h.nextRenew = start.Add(lease / 3)
 	h.granted = start
-	return h
 }
 
 // drift is the clock-drift allowance for lease (see WithDrift).
@@ -134,22 +142,24 @@ func (h *hold) end(cause error) {
 // endWatch is one watchEnd arrangement.
 type endWatch struct{ f func(error) }
 
-// watchEnd arranges for f to be called once with the cause when the hold
+// watchEnd arranges for w.f to be called once with the cause when the hold
 // ends (at once if it already has); unwatch cancels the arrangement. It is
 // cheaper than a context.AfterFunc on the lock's context, which would have
-// to be made first.
-func (h *hold) watchEnd(f func(error)) *endWatch {
-	w := &endWatch{f}
+// to be made first, and one arrangement may watch many holds (a LockSet's
+// members).
+func (h *hold) watchEnd(w *endWatch) {
 	h.mu.Lock()
 	cause := h.cause
 	if cause == nil {
+		if h.onEnd == nil {
+			h.onEnd = h.onEndBuf[:0] // a hold has at most one watcher, its set
+		}
 		h.onEnd = append(h.onEnd, w)
 	}
 	h.mu.Unlock()
 	if cause != nil {
-		f(cause)
+		w.f(cause)
 	}
-	return w
 }
 
 func (h *hold) unwatch(w *endWatch) {
@@ -184,11 +194,101 @@ func (h *hold) checkExpired() {
 	h.markLost("lease expired locally before renewal")
 }
 
+// A validityGroup is one validity timer for the holds of a set granted in
+// one backend call (Client.AcquireMany through a ManyAcquirer): they start
+// with one validUntil, so one timer serves them where one each would cost
+// an allocation and a timer-heap insertion per key on the acquire path. It
+// fires at the earliest validUntil of its live members, declares lost every
+// member whose validity has passed, and re-arms for the rest.
+//
+// Lock order: g.mu, then a member's h.mu. A member therefore tells the
+// group of a changed validity (schedule) and of its end (memberDone) after
+// releasing its own mutex.
+type validityGroup struct {
+	holds []*hold // fixed at creation
+
+	mu    sync.Mutex
+	timer *time.Timer
+	at    time.Time // when the timer fires
+	live  int       // members not finished
+}
+
+// armGroup gives holds (fresh, unregistered elsewhere yet) one shared
+// validity timer.
+func armGroup(holds []*hold) {
+	g := &validityGroup{holds: holds, live: len(holds)}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, h := range holds {
+		h.mu.Lock()
+		h.group = g
+		if h.finished {
+			g.live--
+		} else if g.at.IsZero() || h.validUntil.Before(g.at) {
+			g.at = h.validUntil
+		}
+		h.mu.Unlock()
+	}
+	if g.live > 0 {
+		g.timer = time.AfterFunc(time.Until(g.at), g.check)
+	}
+}
+
+func (g *validityGroup) check() {
+	var expired []*hold
+	g.mu.Lock()
+	if g.live == 0 {
+		g.mu.Unlock()
+		return
+	}
+	var next time.Time
+	now := time.Now()
+	for _, h := range g.holds {
+		h.mu.Lock()
+		switch {
+		case h.finished:
+		case !h.validUntil.After(now):
+			expired = append(expired, h)
+		case next.IsZero() || h.validUntil.Before(next):
+			next = h.validUntil
+		}
+		h.mu.Unlock()
+	}
+	if !next.IsZero() {
+		g.at = next
+		g.timer.Reset(next.Sub(now))
+	}
+	g.mu.Unlock()
+	for _, h := range expired {
+		h.markLost("lease expired locally before renewal")
+	}
+}
+
+// schedule makes the timer fire by t (a member's new validUntil) at the
+// latest. A later t needs nothing: the timer fires early and re-arms.
+func (g *validityGroup) schedule(t time.Time) {
+	g.mu.Lock()
+	if g.live > 0 && t.Before(g.at) {
+		g.at = t
+		g.timer.Reset(time.Until(t))
+	}
+	g.mu.Unlock()
+}
+
+// memberDone counts a member's end; the timer stops with the last one.
+func (g *validityGroup) memberDone() {
+	g.mu.Lock()
+	if g.live--; g.live == 0 && g.timer != nil {
+		g.timer.Stop()
+	}
+	g.mu.Unlock()
+}
+
 // renewed records a successful extension sent at start for lease.
 func (h *hold) renewed(start time.Time, lease time.Duration) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.finished {
+		h.mu.Unlock()
 		return
 	}
 	h.lease = lease
@@ -196,6 +296,11 @@ func (h *hold) renewed(start time.Time, lease time.Duration) {
 	h.nextRenew = start.Add(lease / 3)
 	if h.timer != nil {
 		h.timer.Reset(time.Until(h.validUntil))
+	}
+	g, until := h.group, h.validUntil
+	h.mu.Unlock()
+	if g != nil { // after h.mu: the group's mutex comes first
+		g.schedule(until)
 	}
 }
 
@@ -232,8 +337,11 @@ func (h *hold) finish(cause error) {
 	if h.timer != nil {
 		h.timer.Stop()
 	}
-	stopLoss := h.stopLoss
+	stopLoss, g := h.stopLoss, h.group
 	h.mu.Unlock()
+	if g != nil {
+		g.memberDone()
+	}
 	if stopLoss != nil {
 		stopLoss()
 	}

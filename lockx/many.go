@@ -89,7 +89,7 @@ type LockSet struct {
 	cancel   context.CancelCauseFunc
 	lost     chan struct{}
 	lostOnce sync.Once
-	watches  []*endWatch // on the members' ends, by member
+	watch    *endWatch // on every member's end
 	released atomic.Bool
 }
 
@@ -227,27 +227,56 @@ func (c *Client) acquireBatch(ctx context.Context, ma ManyAcquirer, sorted []str
 		}
 		return nil
 	}
-	locks := make([]*Lock, 0, len(reqs))
-	for i, r := range reqs {
-		hk := holdKey{false, c.lockOps.Kind, r.Key, owner}
-		var st *acquireStats
-		if cfg.observer != nil {
-			st = &acquireStats{attempts: 1, lastStart: start}
-		}
-		l, err := c.register(ctx, &c.lockOps, hk, true, r, res[i], start, cfg, nil, st)
-		if cfg.observer != nil {
+	locks, err := c.registerSet(ctx, reqs, res, start, cfg)
+	if cfg.observer != nil {
+		for i, r := range reqs {
+			st := &acquireStats{attempts: 1, lastStart: start, newHold: err == nil}
+			var l *Lock
+			if err == nil {
+				l = locks[i]
+			}
 			c.observeAcquire(ctx, cfg.observer, r.Key, &c.lockOps, cfg, false, start, st, l, keyError("acquire", r.Key, err))
 		}
-		if err != nil { // the client closed meanwhile: register freed this key
-			releaseAll(ctx, locks)
-			for _, r := range reqs[i+1:] {
-				abandon(&c.lockOps, r)
-			}
-			return nil
-		}
-		locks = append(locks, l)
 	}
 	return locks
+}
+
+// registerSet registers the holds of a set that one ManyAcquirer call
+// granted, as register would each: under one hold of the Client's mutex,
+// from one allocation of holds and one of handles, with one validity timer
+// for the set (armGroup). The set's owner was made for it, so no member can
+// re-enter an existing hold. If the Client has closed meanwhile, it frees
+// every key and returns ErrClosed.
+func (c *Client) registerSet(ctx context.Context, reqs []Request, res []Result, start time.Time, cfg *config) ([]*Lock, error) {
+	holds := make([]hold, len(reqs))
+	handles := make([]Lock, len(reqs))
+	hs := make([]*hold, len(reqs))
+	locks := make([]*Lock, len(reqs))
+	for i, r := range reqs {
+		h := &holds[i]
+		h.init(c, &c.lockOps, holdKey{false, c.lockOps.Kind, r.Key, r.Owner}, ctx, r, res[i], start, cfg, nil)
+		h.explicit, h.plain = true, true
+		hs[i] = h
+		handles[i].h = h
+		locks[i] = &handles[i]
+	}
+	c.mu.Lock()
+	if c.closed { // Close ran while we waited: nobody would renew or release these grants
+		c.mu.Unlock()
+		for _, r := range reqs {
+			abandon(&c.lockOps, r)
+		}
+		return nil, ErrClosed
+	}
+	for _, h := range hs {
+		c.holds[h.hk] = h
+	}
+	c.mu.Unlock()
+	armGroup(hs)
+	for _, h := range hs {
+		c.attach(h)
+	}
+	return locks, nil
 }
 
 func anyAcquired(res []Result) bool {
@@ -365,9 +394,11 @@ func releaseMany(ctx context.Context, mr ManyReleaser, locks []*Lock) error {
 		berrs := mr.ReleaseMany(ctx, keys, owner)
 		var wg sync.WaitGroup
 		for j, i := range batch {
-			err := Unavailable("release", errors.New("release many returned too few results"))
+			var err error
 			if j < len(berrs) {
 				err = berrs[j]
+			} else {
+				err = Unavailable("release", errors.New("release many returned too few results"))
 			}
 			if err == nil || isNotHeld(err) {
 				errs[i] = err
@@ -393,10 +424,9 @@ func releaseMany(ctx context.Context, mr ManyReleaser, locks []*Lock) error {
 func newLockSet(ctx context.Context, owner Owner, locks []*Lock) *LockSet {
 	s := &LockSet{locks: locks, owner: owner, lost: make(chan struct{})}
 	s.ctx, s.cancel = context.WithCancelCause(ContextWithOwner(context.WithoutCancel(ctx), owner))
-	s.watches = make([]*endWatch, len(locks))
-	ended := s.memberEnded
-	for i, l := range locks {
-		s.watches[i] = l.h.watchEnd(ended)
+	s.watch = &endWatch{s.memberEnded} // one arrangement, on every member
+	for _, l := range locks {
+		l.h.watchEnd(s.watch)
 	}
 	return s
 }
@@ -497,8 +527,8 @@ func (s *LockSet) Release(ctx context.Context) error {
 	if s == nil || !s.released.CompareAndSwap(false, true) {
 		return &KeyError{Op: "release many", Err: ErrNotHeld}
 	}
-	for i, l := range s.locks {
-		l.h.unwatch(s.watches[i])
+	for _, l := range s.locks {
+		l.h.unwatch(s.watch)
 	}
 	s.cancel(ErrReleased)
 	if ctx == nil {

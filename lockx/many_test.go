@@ -414,3 +414,52 @@ func TestLockSetReleaseManyObserved(t *testing.T) {
 		t.Fatalf("%d hold-ended events, want %d", len(rec.ended), len(ks))
 	}
 }
+
+// A set granted in one call shares one validity timer (armGroup): each
+// member is still declared lost when its own lease passes without renewal,
+// a member extended for longer outlives the others, and one extended for
+// less than the timer's next firing is declared lost on time.
+func TestLockSetMembersShareValidityTimer(t *testing.T) {
+	m := &manyBackend{flaky: newFlaky()}
+	c := lockx.New(m)
+	defer c.Close()
+	ctx := context.Background()
+	ls, err := c.TryAcquireMany(ctx, []string{"a", "b", "c"}, lockx.WithLease(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.batches.Load() != 1 {
+		t.Fatal("the set was not granted in one call")
+	}
+	a, b, cc := ls.Locks()[0], ls.Locks()[1], ls.Locks()[2]
+	if err := b.Extend(ctx, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []*lockx.Lock{a, cc} {
+		select {
+		case <-l.Lost():
+		case <-time.After(3 * time.Second):
+			t.Fatalf("%s: not lost after its 300ms lease passed", l.Key())
+		}
+	}
+	select {
+	case <-ls.Lost():
+	case <-time.After(time.Second):
+		t.Fatal("set: Lost not closed with its members'")
+	}
+	select {
+	case <-b.Lost():
+		t.Fatal("b lost although extended for 5s")
+	default:
+	}
+	// Shortened below the shared timer's next firing (about 5s away).
+	if err := b.Extend(ctx, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.Lost():
+	case <-time.After(2 * time.Second):
+		t.Fatal("b: not lost 2s after its lease was shortened to 200ms")
+	}
+	_ = ls.Release(ctx)
+}
