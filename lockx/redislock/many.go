@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -167,6 +168,9 @@ func manyArgs(b *Backend, reqs []lockx.Request, idx []int, owner string) []any {
 		args = append(args, &names[k])
 	}
 	args = append(args, owner)
+	if !slices.ContainsFunc(ms, func(v int64) bool { return v != ms[0] }) {
+		return append(args, &ms[0]) // one lease for every key
+	}
 	for j := range ms {
 		args = append(args, &ms[j])
 	}

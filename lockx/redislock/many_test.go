@@ -103,6 +103,23 @@ func testManyBackend(t *testing.T, b *redislock.Backend) {
 			t.Fatal(err)
 		}
 	}
+
+	// Each key gets its own lease when they differ (one lease for every
+	// key travels as one argument).
+	mixed := manyReqs("leases", 4, a, 0)
+	for i := range mixed {
+		mixed[i].Lease = time.Duration(i+1) * 10 * time.Second
+	}
+	acquireMany(t, b, mixed)
+	for _, r := range mixed {
+		ttl, err := b.TTL(ctx, r.Key, a)
+		if err != nil || ttl <= r.Lease-5*time.Second || ttl > r.Lease {
+			t.Fatalf("%s: TTL %v (%v), want its own lease %v", r.Key, ttl, err, r.Lease)
+		}
+		if err := b.Release(ctx, r.Key, a); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func TestAcquireManySingle(t *testing.T) {

@@ -1,7 +1,8 @@
 -- One all-or-nothing attempt at several locks for one owner: no waiting, not
 -- fair (AcquireMany; waiting and fairness stay with the Client).
 -- KEYS: lock L, queue order Q and queue data D of each key, in that order
--- ARGV: owner (encoded), then the lease in ms of each key, in key order
+-- ARGV: owner (encoded), then the lease in ms of each key, in key order, or
+-- one lease for every key (the usual case: fewer arguments to send and parse)
 -- Every key is checked before anything is written, so the attempt is atomic:
 -- if each key is free (or already held by owner, which re-grants it with the
 -- same token, as acquire.lua does) every key is granted and the reply is its
@@ -13,6 +14,7 @@
 -- clock) unless a previous token pushes one past it: the script's cost is
 -- one SET per key beyond a single acquire's.
 local owner, n = ARGV[1], #KEYS / 3
+local one_lease = #ARGV == 2
 local lks, qs = {}, {}
 for i = 1, n do
   lks[i], qs[i] = KEYS[3 * i - 2], KEYS[3 * i - 1]
@@ -48,13 +50,13 @@ now = now or now_us()
 local enc_tok, val = nil, nil
 for i = 1, n do
   if mine[i] then
-    redis.call('PEXPIRE', lks[i], ARGV[i + 1])
+    redis.call('PEXPIRE', lks[i], one_lease and ARGV[2] or ARGV[i + 1])
     out[i] = prev[i]
   else
     local tok = now
     if prev[i] and prev[i] >= tok then tok = prev[i] + 1 end
     if tok ~= enc_tok then enc_tok, val = tok, owner .. token_bytes(tok) end
-    redis.call('SET', lks[i], val, 'PX', ARGV[i + 1])
+    redis.call('SET', lks[i], val, 'PX', one_lease and ARGV[2] or ARGV[i + 1])
     out[i] = tok
   end
 end
