@@ -3,10 +3,8 @@ package pglock
 import (
 	"context"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -280,60 +278,87 @@ func (s *session) plan(batch []*op) []wire {
 }
 
 func acquireMany(batch []*op, idx []int) wire {
-	var hashes, keys, owners, leases arrayText
+	hashes, keys, owners, leases := newArray(oidInt8, len(idx)), newArray(oidBytea, len(idx)), newArray(oidBytea, len(idx)), newArray(oidInt8, len(idx))
 	for _, i := range idx {
 		g := batch[i].group
-		hashes.int(g.hash)
-		keys.bytea(g.key)
-		owners.bytea(g.owner)
-		leases.int(g.leaseMS)
+		hashes.int8(g.hash)
+		keys.elem(g.key)
+		owners.elem(g.owner)
+		leases.int8(g.leaseMS)
 	}
 	return wire{stmt: stAcquireMany, args: [][]byte{hashes.done(), keys.done(), owners.done(), leases.done()},
-		formats: []int16{0, 0, 0, 0}, ops: idx}
+		formats: binaryFormats[:4], ops: idx}
 }
 
 func (s *session) releaseMany(batch []*op, idx []int) wire {
-	var hashes, owners, w1s, w2s arrayText
+	hashes, owners, w1s, w2s := newArray(oidInt8, len(idx)), newArray(oidBytea, len(idx)), newArray(oidInt4, len(idx)), newArray(oidInt4, len(idx))
 	for _, i := range idx {
 		g := batch[i].group
 		w1, w2 := waitFlag(g.hash)
-		hashes.int(g.hash)
-		owners.bytea(g.owner)
-		w1s.int(int64(w1))
-		w2s.int(int64(w2))
+		hashes.int8(g.hash)
+		owners.elem(g.owner)
+		w1s.int4(w1)
+		w2s.int4(w2)
 	}
 	return wire{stmt: stReleaseMany, args: [][]byte{hashes.done(), owners.done(), w1s.done(), w2s.done(), []byte(s.b.names.channel)},
-		formats: []int16{0, 0, 0, 0, 1}, ops: idx}
+		formats: binaryFormats[:5], ops: idx}
 }
 
-// arrayText builds a PostgreSQL array literal (text format).
-type arrayText struct{ b []byte }
+// Element type OIDs of the arrays sent in binary format.
+const (
+	oidBytea uint32 = 17
+	oidInt8  uint32 = 20
+	oidInt4  uint32 = 23
+)
 
-func (a *arrayText) sep() {
-	if len(a.b) == 0 {
-		a.b = append(a.b, '{')
-	} else {
-		a.b = append(a.b, ',')
+// arrayBin builds a one-dimensional PostgreSQL array in the binary format
+// (what array_recv reads): the server decodes it at a fraction of the cost
+// of parsing a text literal, most of all for bytea elements.
+type arrayBin struct {
+	oid uint32
+	n   uint32
+	b   []byte
+}
+
+// arrayHeader is the size of a one-dimensional array's header: dimensions,
+// null flag, element type, length and lower bound, four bytes each.
+const arrayHeader = 20
+
+func newArray(oid uint32, n int) *arrayBin {
+	return &arrayBin{oid: oid, b: make([]byte, arrayHeader, arrayHeader+n*16)}
+}
+
+func (a *arrayBin) elem(v []byte) {
+	a.n++
+	a.b = binary.BigEndian.AppendUint32(a.b, uint32(len(v)))
+	a.b = append(a.b, v...)
+}
+
+func (a *arrayBin) int8(v int64) {
+	a.n++
+	a.b = binary.BigEndian.AppendUint32(a.b, 8)
+	a.b = binary.BigEndian.AppendUint64(a.b, uint64(v))
+}
+
+func (a *arrayBin) int4(v int32) {
+	a.n++
+	a.b = binary.BigEndian.AppendUint32(a.b, 4)
+	a.b = binary.BigEndian.AppendUint32(a.b, uint32(v))
+}
+
+// done fills in the header. An empty array has no dimensions.
+func (a *arrayBin) done() []byte {
+	if a.n == 0 {
+		b := make([]byte, 12)
+		binary.BigEndian.PutUint32(b[8:], a.oid)
+		return b
 	}
-}
-
-func (a *arrayText) int(v int64) {
-	a.sep()
-	a.b = strconv.AppendInt(a.b, v, 10)
-}
-
-func (a *arrayText) bytea(v []byte) {
-	a.sep()
-	a.b = append(a.b, `"\\x`...)
-	a.b = hex.AppendEncode(a.b, v)
-	a.b = append(a.b, '"')
-}
-
-func (a *arrayText) done() []byte {
-	if len(a.b) == 0 {
-		return []byte("{}")
-	}
-	return append(a.b, '}')
+	binary.BigEndian.PutUint32(a.b[0:], 1) // dimensions
+	binary.BigEndian.PutUint32(a.b[4:], 0) // no nulls
+	binary.BigEndian.PutUint32(a.b[8:], a.oid)
+	binary.BigEndian.PutUint32(a.b[12:], a.n)
+	binary.BigEndian.PutUint32(a.b[16:], 1) // lower bound
+	return a.b
 }
 
 // exec sends batch as one pipeline and reads every result. fatal is set when
