@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,16 +23,18 @@ import (
 )
 
 // serverCPU is the CPU time the env's backends have used so far (user +
-// system, from /proc/<pid>/stat; the server must run on this machine).
-// Backends of the env are those with its application_name; one that ended
-// meanwhile is missed, so a negative difference is not reported.
-func (e *env) serverCPU(b *testing.B) time.Duration {
+// system, from /proc/<pid>/stat; the server must run on this machine), and
+// whether any backend could be read. Backends of the env are those with its
+// application_name; one that ended meanwhile is missed, so a negative
+// difference is not reported.
+func (e *env) serverCPU(b *testing.B) (time.Duration, bool) {
 	rows, err := e.pool.Query(context.Background(), "SELECT pid FROM pg_stat_activity WHERE application_name = $1", e.schema)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer rows.Close()
 	var total time.Duration
+	local := false
 	for rows.Next() {
 		var pid int
 		if err := rows.Scan(&pid); err != nil {
@@ -41,27 +44,50 @@ func (e *env) serverCPU(b *testing.B) time.Duration {
 		if err != nil {
 			continue // ended, or the server is not on this machine
 		}
+		local = true
 		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
 		utime, _ := strconv.ParseInt(f[11], 10, 64)
 		stime, _ := strconv.ParseInt(f[12], 10, 64)
 		total += time.Duration(utime+stime) * 10 * time.Millisecond // USER_HZ = 100
 	}
-	return total
+	return total, local
 }
 
-// reportServerCPU reports the server CPU per operation since start.
-func (e *env) reportServerCPU(b *testing.B, start time.Duration, ops int) {
-	if end := e.serverCPU(b); start > 0 && end > start && ops > 0 {
-		b.ReportMetric(float64((end-start).Microseconds())/float64(ops), "server-µs/op")
+// clientCPU is the CPU time this process has used so far.
+func clientCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuMark is the CPU used so far by the env's backends and by this process.
+type cpuMark struct {
+	server, client time.Duration
+}
+
+func (e *env) cpuMark(b *testing.B) cpuMark {
+	server, _ := e.serverCPU(b)
+	return cpuMark{server: server, client: clientCPU()}
+}
+
+// reportCPU reports the server and client CPU per operation since start.
+// Backends opened during the run (pglock's sessions are) count from zero.
+func (e *env) reportCPU(b *testing.B, start cpuMark, ops int) {
+	if ops <= 0 {
+		return
 	}
+	if end, local := e.serverCPU(b); local && end > start.server {
+		b.ReportMetric(float64((end-start.server).Microseconds())/float64(ops), "server-µs/op")
+	}
+	b.ReportMetric(float64((clientCPU()-start.client).Microseconds())/float64(ops), "client-µs/op")
 }
 
 // Uncontended acquire + release (with fencing token, watchdog off) by 32
 // goroutines on distinct keys, against raw pg_try_advisory_lock +
 // pg_advisory_unlock pairs, each goroutine on its own pinned pool
 // connection, on the same pool; server-µs/op is the CPU the pool's
-// backends spent per pair (PGLOCK_BENCH_SESSIONS=1,2,4 compares holder
-// session counts):
+// backends spent per pair, client-µs/op this process's
+// (PGLOCK_BENCH_SESSIONS=1,2,4 compares holder session counts):
 //
 //	go test -run '^$' -bench Uncontended -benchtime 4s ./lockx/pglock/
 func BenchmarkUncontended(b *testing.B) {
@@ -70,7 +96,7 @@ func BenchmarkUncontended(b *testing.B) {
 	b.Run("raw", func(b *testing.B) {
 		var next atomic.Int64
 		b.SetParallelism(max(1, goroutines/runtime.GOMAXPROCS(0)))
-		cpu := e.serverCPU(b)
+		cpu := e.cpuMark(b)
 		b.RunParallel(func(pb *testing.PB) {
 			ctx := context.Background()
 			conn, err := e.pool.Acquire(ctx)
@@ -93,7 +119,7 @@ func BenchmarkUncontended(b *testing.B) {
 			}
 		})
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
-		e.reportServerCPU(b, cpu, b.N)
+		e.reportCPU(b, cpu, b.N)
 	})
 	sessions := []int{pglock.DefaultSessions}
 	if s := os.Getenv("PGLOCK_BENCH_SESSIONS"); s != "" {
@@ -123,7 +149,7 @@ func benchUncontended(b *testing.B, e *env, sessions, goroutines int) {
 		}
 		var next atomic.Int64
 		b.SetParallelism(max(1, goroutines/runtime.GOMAXPROCS(0)))
-		cpu := e.serverCPU(b)
+		cpu := e.cpuMark(b)
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
 			ctx := context.Background()
@@ -141,14 +167,15 @@ func benchUncontended(b *testing.B, e *env, sessions, goroutines int) {
 			}
 		})
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
-		e.reportServerCPU(b, cpu, b.N)
+		e.reportCPU(b, cpu, b.N)
 	}
 }
 
 // One hot key, 16 independent clients (one goroutine each, each its own
 // Backend as separate processes would have): handoffs per second and the
 // p99 wait for a handoff, against a raw try-lock loop that sleeps 1 ms
-// between tries; server-µs/op is the server CPU per acquisition:
+// between tries; server-µs/op and client-µs/op are the server's and this
+// process's CPU per acquisition:
 //
 //	go test -run '^$' -bench HotKey -benchtime 4s ./lockx/pglock/
 func BenchmarkHotKey(b *testing.B) {
@@ -161,7 +188,7 @@ func BenchmarkHotKey(b *testing.B) {
 		var waits []time.Duration
 		var n atomic.Int64
 		var wg sync.WaitGroup
-		cpu := e.serverCPU(b)
+		cpu := e.cpuMark(b)
 		start := time.Now()
 		for i := 0; i < clients; i++ {
 			wg.Add(1)
@@ -188,7 +215,7 @@ func BenchmarkHotKey(b *testing.B) {
 		el := time.Since(start)
 		slices.Sort(waits)
 		b.ReportMetric(float64(handoffs)/el.Seconds(), "handoffs/s")
-		e.reportServerCPU(b, cpu, b.N)
+		e.reportCPU(b, cpu, b.N)
 		if len(waits) > 0 {
 			b.ReportMetric(float64(waits[len(waits)/2].Microseconds())/1000, "p50-ms")
 			b.ReportMetric(float64(waits[len(waits)*99/100].Microseconds())/1000, "p99-ms")
