@@ -220,9 +220,9 @@ func (b *Backend) ReleaseMany(ctx context.Context, keys []string, owner lockx.Ow
 func (b *Backend) releasePipe(ctx context.Context, keys []string, owner string) []error {
 	args := make([][]any, len(keys))
 	for i, k := range keys {
-		lk, q, d, w := b.keys(k)
+		lk, _, _, _ := b.keys(k)
 		b.n.forget(lk, owner) // a handoff to owner is freed by this call
-		args[i] = []any{"evalsha", releaseScript.sha, 4, lk, q, d, w, owner, b.tombArg, b.chpfArg}
+		args[i] = []any{"evalsha", releaseScript.sha, 1, lk, owner, b.tombArg, b.chpfArg}
 	}
 	cmds := make([]*redis.Cmd, len(keys))
 	b.pipeScripts(ctx, releaseScript, args, cmds)

@@ -155,11 +155,11 @@ func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result,
 		flags |= 4
 	}
 	c.ms, c.qttl = millis(req.Lease), millis(qttl)
-	c.args[2], c.args[4], c.args[5], c.args[6] = "4", &c.q, &c.d, &c.w
-	c.args[7], c.args[8], c.args[9], c.args[10], c.args[11] = &c.owner, &c.ms, flagArgs[flags], &c.qttl, b.idArg
-	n := 10 // the queue TTL and backend id matter only to a waiter
+	// The lock's key alone: the script derives the queue keys (acquire.lua).
+	c.args[2], c.args[4], c.args[5], c.args[6], c.args[7], c.args[8] = "1", &c.owner, &c.ms, flagArgs[flags], &c.qttl, b.idArg
+	n := 7 // the queue TTL and backend id matter only to a waiter
 	if req.Wait {
-		n = 12
+		n = 9
 	}
 	var v int64
 	var err error
@@ -262,9 +262,8 @@ func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) er
 	}
 	c := b.newCall(key, owner)
 	b.n.forget(c.lk, c.owner) // a handoff to owner is freed by this call
-	c.args[2], c.args[4], c.args[5], c.args[6] = "4", &c.q, &c.d, &c.w
-	c.args[7], c.args[8], c.args[9] = &c.owner, b.tombArg, b.chpfArg
-	v, err := b.eval(ctx, releaseScript, c, 10)
+	c.args[2], c.args[4], c.args[5], c.args[6] = "1", &c.owner, b.tombArg, b.chpfArg // the script derives the queue keys
+	v, err := b.eval(ctx, releaseScript, c, 7)
 	if err != nil {
 		return b.fail(ctx, "release", err)
 	}

@@ -18,9 +18,12 @@ import (
 
 // The scripts run with EVALSHA and fall back to EVAL on NOSCRIPT (after a
 // SCRIPT FLUSH, a restart or a failover to a node that never saw them), so the
-// text crosses the wire only then. Every key a script touches is passed in
-// KEYS and shares the lock's hash tag, so each script runs on one Cluster
-// node; user input reaches the scripts only through KEYS and ARGV.
+// text crosses the wire only then. Every key a script touches shares the
+// lock's hash tag, so each script runs on one Cluster node, and is passed in
+// KEYS — except in acquire.lua and release.lua, which get the lock's key
+// alone and append the queue suffixes themselves (a declared key costs the
+// server ~0.3 µs a call; docs/architecture.md, "Scripts"). User input
+// reaches the scripts only through KEYS and ARGV.
 //
 // The scripts of the plain lock (acquire, release, extend, TTL, the wake-up
 // pass-on and AcquireMany) are also one Redis function library (Redis 7.0

@@ -1,10 +1,11 @@
 -- Release by owner, or withdrawal of owner from the fair queue.
--- KEYS: lock L, queue order Q, queue data D, waiter marks W
+-- KEYS: lock L only; Q, D and W are derived from it as in acquire.lua
 -- ARGV: owner (encoded), tombstone ms (0: none), wake-up channel prefix
 -- Returns 1 if owner held the lock and released it, else 0 (after removing
 -- owner from the queue if it waited there). A live fair-queue head is handed
 -- the lock by this script (see wake in queue.lua).
-local lk, q, d, w, owner = KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1]
+local lk, owner = KEYS[1], ARGV[1]
+local q, d, w = lk .. ':q', lk .. ':qd', lk .. ':w'
 local v = redis.call('GET', lk)
 local holder = false
 if v and #v > 8 then holder = string.sub(v, 1, -9) end
