@@ -21,6 +21,7 @@ const (
 	batchSection      = "batching"
 	pairedSection     = "paired"
 	nameRueidis       = "rueidislock WithContext + cancel (1 key per lock, KeyMajority 1)"
+	nameRawAP         = "raw go-redis SET NX + Lua compare-and-delete through rdb.AutoPipeline() (ceiling of go-redis batching)"
 	nameLockxBatched  = "lockx Acquire + Release, batched (default)"
 	nameLockxUnbatch  = "lockx Acquire + Release, WithAutoPipeline(false)"
 	namePairedBatch   = "Acquire + Release: batched (default) vs WithAutoPipeline(false)"
@@ -45,6 +46,7 @@ func batchingCases() []*Case {
 	libs := []pairLib{
 		{name: nameRaw, open: rawLib(time.Millisecond), remote: true, quick: true},
 		{name: nameRueidis, open: rueidisLib(1), quick: true},
+		{name: nameRawAP, open: rawAutoPipelineLib(), remote: true},
 		{name: nameLockxBatched, open: lockxRedisLib(false, lease), remote: true, quick: true},
 		{name: nameLockxUnbatch, open: lockxRedisLibWith(false, []redislock.Option{redislock.WithAutoPipeline(false)}, lease), remote: true},
 	}
