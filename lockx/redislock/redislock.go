@@ -262,7 +262,8 @@ func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) er
 	}
 	c := b.newCall(key, owner)
 	b.n.forget(c.lk, c.owner) // a handoff to owner is freed by this call
-	c.args[2], c.args[4], c.args[5], c.args[6] = "1", &c.owner, b.tombArg, b.chpfArg // the script derives the queue keys
+	// The lock's key alone: the script derives the queue keys (release.lua).
+	c.args[2], c.args[4], c.args[5], c.args[6] = "1", &c.owner, b.tombArg, b.chpfArg
 	v, err := b.eval(ctx, releaseScript, c, 7)
 	if err != nil {
 		return b.fail(ctx, "release", err)
