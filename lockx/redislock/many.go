@@ -137,33 +137,31 @@ func groupBy[K comparable](n int, key func(i int) K) [][]int {
 }
 
 // manyArgs is the argument vector of acquire_many.lua for reqs[idx...]:
-// "evalsha", sha, numkeys, (lock, queue, queue data) per key, owner, leases.
-// The key names share one buffer and go in, like the leases, as pointers
-// (go-redis writes *string and *int64 as their values), so a set costs a
-// few allocations rather than several per key; the first key goes in as a
-// string, which routing by key needs.
+// "evalsha", sha, numkeys, the lock key of each request (the script derives
+// the queue keys, as acquire.lua does), owner, leases. The key names share
+// one buffer and go in, like the leases, as pointers (go-redis writes
+// *string and *int64 as their values), so a set costs a few allocations
+// rather than several per key; the first key goes in as a string, which
+// routing by key needs.
 func manyArgs(b *Backend, reqs []lockx.Request, idx []int, owner string) []any {
 	p := b.cfg.prefix
 	size := 0
 	for _, i := range idx {
-		size += len(p) + len(reqs[i].Key) + len("#{#}") + len(":qd")
+		size += len(p) + len(reqs[i].Key) + len("#{#}")
 	}
 	bs := make([]byte, 0, size)
-	names := make([]string, 3*len(idx))
+	names := make([]string, len(idx))
 	ms := make([]int64, len(idx))
 	for j, i := range idx {
 		at := len(bs)
 		bs = appendBase(bs, p, reqs[i].Key)
-		n := len(bs) - at
-		bs = append(bs, ":qd"...)
 		// The bytes are never written again: strings over them are immutable.
-		all := unsafe.String(unsafe.SliceData(bs[at:]), len(bs)-at)
-		names[3*j], names[3*j+1], names[3*j+2] = all[:n], all[:n+2], all
+		names[j] = unsafe.String(unsafe.SliceData(bs[at:]), len(bs)-at)
 		ms[j] = millis(reqs[i].Lease)
 		bs = bs[len(bs):] // the next key starts a fresh region of the buffer
 	}
-	args := make([]any, 0, 4+4*len(idx))
-	args = append(args, "evalsha", acquireManyScript.sha, 3*len(idx), names[0])
+	args := make([]any, 0, 4+2*len(idx))
+	args = append(args, "evalsha", acquireManyScript.sha, len(idx), names[0])
 	for k := 1; k < len(names); k++ {
 		args = append(args, &names[k])
 	}

@@ -20,8 +20,8 @@ import (
 // SCRIPT FLUSH, a restart or a failover to a node that never saw them), so the
 // text crosses the wire only then. Every key a script touches shares the
 // lock's hash tag, so each script runs on one Cluster node, and is passed in
-// KEYS — except in acquire.lua and release.lua, which get the lock's key
-// alone and append the queue suffixes themselves (a declared key costs the
+// KEYS — except in acquire.lua, release.lua and acquire_many.lua, which get
+// lock keys alone and append the queue suffixes themselves (a declared key costs the
 // server ~0.3 µs a call; docs/architecture.md, "Scripts"). User input
 // reaches the scripts only through KEYS and ARGV.
 //

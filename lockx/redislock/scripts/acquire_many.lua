@@ -1,6 +1,7 @@
 -- One all-or-nothing attempt at several locks for one owner: no waiting, not
 -- fair (AcquireMany; waiting and fairness stay with the Client).
--- KEYS: lock L, queue order Q and queue data D of each key, in that order
+-- KEYS: the lock L of each key; its queue order Q and queue data D are L with
+-- ":q" and ":qd" appended, derived here as in acquire.lua (same hash tag)
 -- ARGV: owner (encoded), then the lease in ms of each key, in key order, or
 -- one lease for every key (the usual case: fewer arguments to send and parse)
 -- Every key is checked before anything is written, so the attempt is atomic:
@@ -13,11 +14,11 @@
 -- and keys granted in one go share the encoding of their token (the server
 -- clock) unless a previous token pushes one past it: the script's cost is
 -- one SET per key beyond a single acquire's.
-local owner, n = ARGV[1], #KEYS / 3
+local owner, n = ARGV[1], #KEYS
 local one_lease = #ARGV == 2
 local lks, qs = {}, {}
 for i = 1, n do
-  lks[i], qs[i] = KEYS[3 * i - 2], KEYS[3 * i - 1]
+  lks[i], qs[i] = KEYS[i], KEYS[i] .. ':q'
 end
 local vals = redis.call('MGET', unpack(lks))
 local queued = redis.call('EXISTS', unpack(qs)) > 0
@@ -42,7 +43,7 @@ for i = 1, n do
     out[i], refused = -1 - ttl, true
   elseif queued and redis.call('EXISTS', qs[i]) == 1 then
     now = now or now_us()
-    if queue_head(qs[i], KEYS[3 * i], math.floor(now / 1000)) then out[i], refused = -1, true end
+    if queue_head(qs[i], lks[i] .. ':qd', math.floor(now / 1000)) then out[i], refused = -1, true end
   end
 end
 if refused then return out end
