@@ -36,8 +36,7 @@ type hold struct {
 	driftD   time.Duration //
 
 	parent context.Context // the Acquire context, for its values
-	lost   chan struct{}
-	gate   func() // local-first gate, released with the hold
+	gate   func()          // local-first gate, released with the hold
 
 	// guarded by c.mu
 	count     int
@@ -53,6 +52,10 @@ type hold struct {
 	group      *validityGroup // the shared validity timer of a set granted together
 	finished   bool
 	lostFlag   atomic.Bool
+	// lost is Lost's channel, made on first use (most holders never ask);
+	// lostClosed records that markLost closed it, or would have.
+	lost       chan struct{}
+	lostClosed bool
 	// The lock context is made on first use (most holders never ask), and
 	// made already cancelled if the hold ended before.
 	stopLoss func() // ends a LossNotifier arrangement
@@ -90,7 +93,6 @@ func (h *hold) init(c *Client, ops *GrantOps, hk holdKey, ctx context.Context, r
 		driftF:   cfg.driftFrac,
 		driftD:   cfg.driftFixed,
 		parent:   ctx,
-		lost:     make(chan struct{}),
 		gate:     gate,
 		count:    1,
 		lease:    req.Lease,
@@ -109,13 +111,21 @@ func (h *hold) drift(lease time.Duration) time.Duration {
 func (h *hold) context() context.Context {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.ctx == nil {
-		h.ctx, h.cancel = context.WithCancelCause(ContextWithOwner(context.WithoutCancel(h.parent), h.owner))
-		if h.cause != nil {
-			h.cancel(h.cause)
+	return lazyContext(&h.ctx, &h.cancel, h.parent, h.owner, h.cause)
+}
+
+// lazyContext returns *ctx, the context of a hold or a set, making it
+// first if need be: it carries owner and parent's values but not parent's
+// cancellation, and is made already cancelled if the holder ended before
+// (cause). The caller holds the mutex that guards *ctx and *cancel.
+func lazyContext(ctx *context.Context, cancel *context.CancelCauseFunc, parent context.Context, owner Owner, cause error) context.Context {
+	if *ctx == nil {
+		*ctx, *cancel = context.WithCancelCause(ContextWithOwner(context.WithoutCancel(parent), owner))
+		if cause != nil {
+			(*cancel)(cause)
 		}
 	}
-	return h.ctx
+	return *ctx
 }
 
 // end records why the hold ended and cancels its context, if made, with
@@ -314,7 +324,12 @@ func (h *hold) markLost(why string) {
 	}
 	h.observeEnd(StatusLost, why) // before Lost closes, so observers agree with what a reader of Lost sees
 	h.end(ErrLost)                // before Lost closes, so a reader woken by Lost sees the cause
-	close(h.lost)
+	h.mu.Lock()
+	h.lostClosed = true
+	if h.lost != nil {
+		close(h.lost)
+	}
+	h.mu.Unlock()
 	h.c.wd.remove(h)
 	h.c.mu.Lock()
 	if h.c.holds[h.hk] == h {
@@ -389,7 +404,16 @@ func (l *Lock) Lost() <-chan struct{} {
 	if l == nil || l.h == nil {
 		return closedChan
 	}
-	return l.h.lost
+	h := l.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lost == nil {
+		if h.lostClosed {
+			return closedChan
+		}
+		h.lost = make(chan struct{})
+	}
+	return h.lost
 }
 
 // Context returns a context that carries the lock's owner (so Acquire under

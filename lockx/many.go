@@ -85,8 +85,11 @@ func WithMaxKeys(n int) Option {
 type LockSet struct {
 	locks    []*Lock // sorted by key
 	owner    Owner
-	ctx      context.Context
+	parent   context.Context // the AcquireMany context, for its values
+	mu       sync.Mutex
+	ctx      context.Context // made on first use, as a hold's
 	cancel   context.CancelCauseFunc
+	cause    error // why the set ended, once it has; the first cause wins
 	lost     chan struct{}
 	lostOnce sync.Once
 	watch    *endWatch // on every member's end
@@ -422,8 +425,7 @@ func releaseMany(ctx context.Context, mr ManyReleaser, locks []*Lock) error {
 }
 
 func newLockSet(ctx context.Context, owner Owner, locks []*Lock) *LockSet {
-	s := &LockSet{locks: locks, owner: owner, lost: make(chan struct{})}
-	s.ctx, s.cancel = context.WithCancelCause(ContextWithOwner(context.WithoutCancel(ctx), owner))
+	s := &LockSet{locks: locks, owner: owner, parent: ctx, lost: make(chan struct{})}
 	s.watch = &endWatch{s.memberEnded} // one arrangement, on every member
 	for _, l := range locks {
 		l.h.watchEnd(s.watch)
@@ -435,11 +437,24 @@ func newLockSet(ctx context.Context, owner Owner, locks []*Lock) *LockSet {
 // lost member also closes Lost.
 func (s *LockSet) memberEnded(cause error) {
 	if errors.Is(cause, ErrLost) {
-		s.cancel(ErrLost) // before Lost closes, so a reader woken by Lost sees the cause
+		s.end(ErrLost) // before Lost closes, so a reader woken by Lost sees the cause
 		s.lostOnce.Do(func() { close(s.lost) })
 		return
 	}
-	s.cancel(cause)
+	s.end(cause)
+}
+
+// end records why the set ended and cancels its context, if made, with
+// that cause. The first cause wins.
+func (s *LockSet) end(cause error) {
+	s.mu.Lock()
+	if s.cause == nil {
+		s.cause = cause
+	}
+	if s.cancel != nil {
+		s.cancel(cause)
+	}
+	s.mu.Unlock()
 }
 
 // Keys returns the set's distinct keys in sorted order (the order they were
@@ -515,7 +530,9 @@ func (s *LockSet) Context() context.Context {
 		cancel(ErrNotHeld)
 		return ctx
 	}
-	return s.ctx
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return lazyContext(&s.ctx, &s.cancel, s.parent, s.owner, s.cause)
 }
 
 // Release releases every member, all at once (so a batching backend gives
@@ -530,7 +547,7 @@ func (s *LockSet) Release(ctx context.Context) error {
 	for _, l := range s.locks {
 		l.h.unwatch(s.watch)
 	}
-	s.cancel(ErrReleased)
+	s.end(ErrReleased)
 	if ctx == nil {
 		ctx = context.Background()
 	}
