@@ -6,7 +6,9 @@
 //	defer locks.Close()
 //
 // Tokens come from one counter per Backend, so they are strictly increasing
-// for every key, and nothing is kept for a key once it is free.
+// for every key, and nothing is kept for a key once it is free. A set of
+// keys (Client.AcquireMany) is taken and given back in one call each
+// (lockx.ManyAcquirer, lockx.ManyReleaser).
 package memlock
 
 import (
@@ -139,23 +141,42 @@ func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result,
 		e.expires = now.Add(req.Lease)
 		return lockx.Result{Acquired: true, Token: e.token, TTL: req.Lease}, nil
 	}
-	free := e == nil || e.owner == ""
-	if free && req.Fair && e != nil && len(e.queue) > 0 && e.queue[0].owner != req.Owner {
-		free = false // someone queued ahead of us
-	}
-	if free && !req.Fair && e != nil && len(e.queue) > 0 {
-		free = false // fair waiters have priority over barging
-	}
-	if !free {
+	if !mayGrant(req, e) {
 		if req.Fair && req.Wait {
 			e = b.enqueue(req, e, now)
 		}
-		var ttl time.Duration
-		if e != nil && e.owner != "" {
-			ttl = e.expires.Sub(now)
-		}
-		return lockx.Result{TTL: ttl}, nil
+		return lockx.Result{TTL: holderTTL(e, now)}, nil
 	}
+	return b.grant(req, e, now), nil
+}
+
+// mayGrant reports whether req may take the lock whose live entry is e (nil:
+// free, nobody queued), req's owner not holding it: it is free, and no fair
+// waiter is queued ahead — a plain request yields to every live fair
+// waiter, a fair one to every one but itself at the head.
+func mayGrant(req lockx.Request, e *entry) bool {
+	switch {
+	case e == nil:
+		return true
+	case e.owner != "":
+		return false
+	case len(e.queue) == 0:
+		return true
+	}
+	return req.Fair && e.queue[0].owner == req.Owner
+}
+
+// holderTTL is the remaining lease of e's holder, 0 if it has none.
+func holderTTL(e *entry, now time.Time) time.Duration {
+	if e == nil || e.owner == "" {
+		return 0
+	}
+	return e.expires.Sub(now)
+}
+
+// grant gives req the lock whose live entry is e (nil for a new one) with
+// the next token. Callers hold b.mu and checked mayGrant.
+func (b *Backend) grant(req lockx.Request, e *entry, now time.Time) lockx.Result {
 	if e == nil {
 		e = &entry{}
 		b.locks[req.Key] = e
@@ -165,7 +186,7 @@ func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result,
 	}
 	b.token++
 	e.owner, e.token, e.expires = req.Owner, b.token, now.Add(req.Lease)
-	return lockx.Result{Acquired: true, Token: e.token, TTL: req.Lease}, nil
+	return lockx.Result{Acquired: true, Token: e.token, TTL: req.Lease}
 }
 
 func (b *Backend) enqueue(req lockx.Request, e *entry, now time.Time) *entry {
@@ -207,7 +228,11 @@ func (b *Backend) Extend(ctx context.Context, key string, owner lockx.Owner, lea
 func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	now := b.now()
+	return b.release(key, owner, b.now())
+}
+
+// release is Release under b.mu.
+func (b *Backend) release(key string, owner lockx.Owner, now time.Time) error {
 	e := b.live(key, now)
 	if e == nil {
 		return lockx.ErrNotHeld
