@@ -92,26 +92,41 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 	var res lockx.Result
 	var queued int64
 	hash := b.hash(req.Key)
-	err := b.semDecide(ctx, "acquire permits", req.Key, func(batch *pgx.Batch) {
-		batch.Queue(b.names.expandPattern(sqlPermits), kindSem, hash, []byte(req.Owner), ms(req.Lease), req.Fair,
-			string(b.payload(hash)), req.Count, req.Limit, req.Wait, ms(b.queueTTL(req.QueueTTL)), b.names.channel).QueryRow(func(row pgx.Row) error {
-			var own, granted, ttl, notified *int64
-			if err := row.Scan(&own, &granted, &ttl, &queued, &notified); err != nil {
-				return err
-			}
-			switch {
-			case own != nil:
-				res = lockx.Result{Acquired: true, Token: lockx.Token(*own), TTL: req.Lease}
-			case granted != nil:
-				res = lockx.Result{Acquired: true, Token: lockx.Token(*granted), TTL: req.Lease}
-			case ttl != nil:
-				res.TTL = time.Duration(max(*ttl, 0)) * time.Millisecond
-			}
-			return nil
+	for attempt := 0; ; attempt++ {
+		var over bool
+		err := b.semDecide(ctx, "acquire permits", req.Key, func(batch *pgx.Batch) {
+			batch.Queue(b.names.expandPattern(sqlPermits), kindSem, hash, []byte(req.Owner), ms(req.Lease), req.Fair,
+				string(b.payload(hash)), req.Count, req.Limit, req.Wait, ms(b.queueTTL(req.QueueTTL)), b.names.channel).QueryRow(func(row pgx.Row) error {
+				var own, granted, ttl, notified *int64
+				if err := row.Scan(&own, &granted, &ttl, &queued, &notified, &over); err != nil {
+					return err
+				}
+				switch {
+				case own != nil:
+					res = lockx.Result{Acquired: true, Token: lockx.Token(*own), TTL: req.Lease}
+				case granted != nil:
+					res = lockx.Result{Acquired: true, Token: lockx.Token(*granted), TTL: req.Lease}
+				case ttl != nil:
+					res.TTL = time.Duration(max(*ttl, 0)) * time.Millisecond
+				}
+				return nil
+			})
 		})
-	})
-	if err != nil {
-		return lockx.Result{}, err
+		if err != nil {
+			return lockx.Result{}, err
+		}
+		if !over || attempt > 0 {
+			break
+		}
+		// The owner holds permits the limit it asks with no longer allows: a
+		// grant handed over under the limit it queued with, lowered since,
+		// that reached this decision unconfirmed (its notification not yet
+		// seen, or seen by another Backend). As semConfirm refuses it, give
+		// the permits back (to the next that fit) and decide afresh.
+		if err := b.ReleasePermits(ctx, req.Key, req.Owner); err != nil && !errors.Is(err, lockx.ErrNotHeld) {
+			return lockx.Result{}, err
+		}
+		res, queued = lockx.Result{}, 0
 	}
 	switch {
 	case res.Acquired:
@@ -200,17 +215,21 @@ func semHandOverPayload(p string) string {
 // sqlPermits is one semaphore decision for owner $3, after the decision lock
 // and the purge: a holder's repeat renews its lease (idempotent per owner,
 // and how a grant handed over is taken up when its notification was
-// missed); otherwise the request is granted when the permits in use, plus
+// missed) if the permits in use fit in the limit $8 — like semConfirm, so a
+// grant handed over under a limit lowered since is not taken up this way
+// either; the last column reports it (over), and AcquirePermits gives it
+// back and decides again; otherwise the request is granted when the permits in use, plus
 // (if $5, fair) those asked for by the requests queued ahead of $3, plus $7
 // fit in the limit $8; a refused request with $9 (wait) is queued with its
 // limit, or refreshes its place, for $10 ms; a grant with permits to spare
 // hands them over to the queue (semHandOver). $4 lease ms, $6 "<hash>", $11
 // the channel. Returns the holder's token (repeat), the new token (grant),
-// the earliest lease's remaining ms, whether it queued, and whether it
-// notified.
+// the earliest lease's remaining ms, whether it queued, whether it
+// notified, and over.
 var sqlPermits = `WITH own AS (
 		UPDATE {pheld} SET expires = clock_timestamp() + $4::int8 * interval '1 millisecond'
-		WHERE kind = $1::int2 AND hash = $2::int8 AND owner = $3::bytea AND mode = 3 RETURNING token),
+		WHERE kind = $1::int2 AND hash = $2::int8 AND owner = $3::bytea AND mode = 3
+		AND (SELECT coalesce(sum(count), 0) FROM {pheld} WHERE kind = $1 AND hash = $2) <= $8::int8 RETURNING token),
 	st AS (SELECT
 		(SELECT coalesce(sum(count), 0)::int8 FROM {pheld} WHERE kind = $1 AND hash = $2) AS used,
 		CASE WHEN $5::bool THEN (SELECT coalesce(sum(count), 0)::int8 FROM {pqueue}
@@ -231,7 +250,8 @@ var sqlPermits = `WITH own AS (
 	SELECT (SELECT token FROM own), (SELECT token FROM ins), d.ttl, (SELECT count(*) FROM enq),
 		CASE WHEN EXISTS (SELECT 1 FROM hv) THEN
 			(SELECT length(pg_notify($11::text, w.p)::text) FROM (SELECT ` + semHandOverPayload("$6::text") + ` AS p) w)
-		END::int8
+		END::int8,
+		NOT EXISTS (SELECT 1 FROM own) AND EXISTS (SELECT 1 FROM {pheld} WHERE kind = $1 AND hash = $2 AND owner = $3 AND mode = 3)
 	FROM d`
 
 // sqlReleasePermits returns owner $3's permits and withdraws it from the
