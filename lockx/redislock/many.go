@@ -218,7 +218,7 @@ func (b *Backend) ReleaseMany(ctx context.Context, keys []string, owner lockx.Ow
 func (b *Backend) releasePipe(ctx context.Context, keys []string, owner string) []error {
 	args := make([][]any, len(keys))
 	for i, k := range keys {
-		lk, _, _, _ := b.keys(k)
+		lk := b.lockKey(k)
 		b.n.forget(lk, owner) // a handoff to owner is freed by this call
 		args[i] = []any{"evalsha", releaseScript.sha, 1, lk, owner, b.tombArg, b.chpfArg}
 	}

@@ -326,8 +326,9 @@ func (n *notifier) othersWaiting(lk string, owner lockx.Owner) bool {
 // goroutine and is rare: a waiter gave up between its mark and the release.
 func (n *notifier) passOn(lk string) {
 	b := n.b
-	c := &call{lk: lk, q: lk + ":q", d: lk + ":qd", w: lk + ":w"}
-	c.args[2], c.args[3], c.args[4], c.args[5], c.args[6] = "4", c.lk, c.q, c.d, c.w
+	q, d, w := queueKeys(lk)
+	c := &call{lk: lk}
+	c.args[2], c.args[3], c.args[4], c.args[5], c.args[6] = "4", lk, q, d, w
 	c.args[7] = b.chpfArg
 	ctx, cancel := context.WithTimeout(n.ctx, time.Second)
 	defer cancel()

@@ -95,8 +95,16 @@ func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 // tag, and so no tag at all; such keys use the fixed tag "#" instead:
 // "<prefix>#{#}<key>".
 func (b *Backend) keys(key string) (lk, q, d, w string) {
-	c := b.newCall(key, "")
-	return c.lk, c.q, c.d, c.w
+	lk = b.lockKey(key)
+	q, d, w = queueKeys(lk)
+	return lk, q, d, w
+}
+
+// queueKeys returns the names of the fair queue (order and data) and of the
+// waiter marks of the lock named lk (see keys). acquire.lua, release.lua and
+// acquire_many.lua, which get lk alone, append the same suffixes.
+func queueKeys(lk string) (q, d, w string) {
+	return lk + ":q", lk + ":qd", lk + ":w"
 }
 
 // appendBase appends the lock key name of key (see keys).

@@ -234,38 +234,34 @@ func argKey(args []any, pos int) (key string, ok bool) {
 // values it points at, so that a call costs one allocation instead of one
 // per boxed argument and one per key name: arguments go in as pointers into
 // the call (go-redis writes *string and *int64 like their values), and the
-// key names and the encoded owner are built in buf. Only on clients that
+// lock key name and the encoded owner are built in buf. Only on clients that
 // route by key (Cluster) does the first key go in as a string, because
 // routing reads it as one.
 type call struct {
-	args        [12]any
-	lk, q, d, w string
-	owner       string // encoded (see appendOwner)
-	ms, qttl    int64  // lease (or tombstone) and queue TTL in ms
-	buf         [160]byte
+	args     [12]any
+	lk       string
+	owner    string // encoded (see appendOwner)
+	ms, qttl int64  // lease (or tombstone) and queue TTL in ms
+	buf      [160]byte
 }
 
-// newCall returns a call with the key names of key (see keys), the encoded
-// owner and the first key argument set.
+// newCall returns a call with the lock key name of key (see keys), the
+// encoded owner and the first key argument set. The scripts that need the
+// queue keys derive them from the lock key (queueKeys).
 func (b *Backend) newCall(key string, owner lockx.Owner) *call {
 	c := &call{}
 	p := b.cfg.prefix
-	size := 2*(len(p)+len(key)+len("#{#}")) + len(":qd:w") + len(owner) + 2
+	size := len(p) + len(key) + len("#{#}") + len(owner) + 2
 	bs := c.buf[:0]
 	if size > len(c.buf) {
 		bs = make([]byte, 0, size)
 	}
 	bs = appendBase(bs, p, key)
 	n := len(bs)
-	bs = append(bs, ":qd"...)
-	bs = appendBase(bs, p, key)
-	bs = append(bs, ":w"...)
-	m := len(bs)
 	bs = appendOwner(bs, owner)
 	// The bytes are never written again: strings over them are immutable.
 	s := unsafe.String(unsafe.SliceData(bs), len(bs))
-	c.lk, c.q, c.d, c.w = s[:n], s[:n+2], s[:n+3], s[n+3:m]
-	c.owner = s[m:]
+	c.lk, c.owner = s[:n], s[n:]
 	if b.routed {
 		c.args[3] = c.lk
 	} else {
