@@ -36,6 +36,7 @@ func RunSemaphore(t *testing.T, newBackend func(t *testing.T) lockx.Backend) {
 		{"LostWhenTakenAway", s.testSemLost},
 		{"OnlyOwnerReleases", s.testSemOnlyOwner},
 		{"ShrinkRevokesNothing", s.testSemShrink},
+		{"ShrinkHoldsBackWaiter", s.testSemShrinkWaiter},
 		{"Grow", s.testSemGrow},
 		{"Usage", s.testSemUsage},
 		{"WakeUp", s.testSemWakeUp},
@@ -301,6 +302,46 @@ func (s *suite) testSemShrink(t *testing.T) {
 	noPermit(t, "TryAcquire with usage at the shrunk limit", p, err)
 	releasePermit(t, ps[2])
 	releasePermit(t, mustPermit(t)(sem.TryAcquire(ctx)))
+}
+
+// testSemShrinkWaiter: a waiter that queued under a limit of 2, whose limit
+// is lowered to 1, is not granted when a release leaves one holder (a
+// backend that hands permits over to queued waiters must check the limit
+// the waiter has now), and is granted once usage drops below the new limit.
+func (s *suite) testSemShrinkWaiter(t *testing.T) {
+	k := key(t)
+	ctx := ctxT(t, 30*time.Second)
+	sem := s.sem(t, k, 2)
+	a := mustPermit(t)(sem.TryAcquire(ctx))
+	b := mustPermit(t)(sem.TryAcquire(ctx))
+	got := make(chan *semaphore.Permit, 1)
+	go func() {
+		p, err := sem.Acquire(ctx, lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- p
+	}()
+	time.Sleep(200 * time.Millisecond) // queued with the limit 2
+	if err := sem.SetLimit(1); err != nil {
+		t.Fatal(err)
+	}
+	releasePermit(t, a)
+	select {
+	case p := <-got:
+		t.Fatalf("granted (token %v) beside a holder after the limit went down to 1", p.Token())
+	case <-time.After(500 * time.Millisecond):
+	}
+	releasePermit(t, b)
+	select {
+	case p := <-got:
+		if p == nil {
+			t.Fatal("no permit")
+		}
+		releasePermit(t, p)
+	case <-time.After(5 * time.Second):
+		t.Fatal("not granted after usage dropped below the new limit")
+	}
 }
 
 func (s *suite) testSemGrow(t *testing.T) {
