@@ -304,6 +304,20 @@ func (s *suite) testSemShrink(t *testing.T) {
 	releasePermit(t, mustPermit(t)(sem.TryAcquire(ctx)))
 }
 
+// acquireLater starts an Acquire of sem that retries every 5–50 ms and
+// returns where its permit (nil on an error, which fails t) arrives.
+func acquireLater(t *testing.T, ctx context.Context, sem *semaphore.Semaphore) <-chan *semaphore.Permit {
+	got := make(chan *semaphore.Permit, 1)
+	go func() {
+		p, err := sem.Acquire(ctx, lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- p
+	}()
+	return got
+}
+
 // testSemShrinkWaiter: a waiter that queued under a limit of 2, whose limit
 // is lowered to 1, is not granted when a release leaves one holder (a
 // backend that hands permits over to queued waiters must check the limit
@@ -314,14 +328,7 @@ func (s *suite) testSemShrinkWaiter(t *testing.T) {
 	sem := s.sem(t, k, 2)
 	a := mustPermit(t)(sem.TryAcquire(ctx))
 	b := mustPermit(t)(sem.TryAcquire(ctx))
-	got := make(chan *semaphore.Permit, 1)
-	go func() {
-		p, err := sem.Acquire(ctx, lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- p
-	}()
+	got := acquireLater(t, ctx, sem)
 	time.Sleep(200 * time.Millisecond) // queued with the limit 2
 	if err := sem.SetLimit(1); err != nil {
 		t.Fatal(err)
@@ -349,14 +356,7 @@ func (s *suite) testSemGrow(t *testing.T) {
 	ctx := ctxT(t, 10*time.Second)
 	sem := s.sem(t, k, 1)
 	p1 := mustPermit(t)(sem.TryAcquire(ctx))
-	got := make(chan *semaphore.Permit, 1)
-	go func() {
-		p, err := sem.Acquire(ctx, lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- p
-	}()
+	got := acquireLater(t, ctx, sem)
 	time.Sleep(100 * time.Millisecond)
 	if err := sem.SetLimit(2); err != nil {
 		t.Fatal(err)
