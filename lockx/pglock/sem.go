@@ -226,12 +226,13 @@ func semHandOverPayload(p string) string {
 // the channel. Returns the holder's token (repeat), the new token (grant),
 // the earliest lease's remaining ms, whether it queued, whether it
 // notified, and over.
-var sqlPermits = `WITH own AS (
+var sqlPermits = `WITH u AS (SELECT coalesce(sum(count), 0)::int8 AS used FROM {pheld} WHERE kind = $1::int2 AND hash = $2::int8),
+	own AS (
 		UPDATE {pheld} SET expires = clock_timestamp() + $4::int8 * interval '1 millisecond'
-		WHERE kind = $1::int2 AND hash = $2::int8 AND owner = $3::bytea AND mode = 3
-		AND (SELECT coalesce(sum(count), 0) FROM {pheld} WHERE kind = $1 AND hash = $2) <= $8::int8 RETURNING token),
+		WHERE kind = $1 AND hash = $2 AND owner = $3::bytea AND mode = 3
+		AND (SELECT used FROM u) <= $8::int8 RETURNING token),
 	st AS (SELECT
-		(SELECT coalesce(sum(count), 0)::int8 FROM {pheld} WHERE kind = $1 AND hash = $2) AS used,
+		(SELECT used FROM u) AS used,
 		CASE WHEN $5::bool THEN (SELECT coalesce(sum(count), 0)::int8 FROM {pqueue}
 			WHERE kind = $1 AND hash = $2 AND owner <> $3 AND seq < coalesce(` + sqlOwnSeq + `, 9223372036854775807)) ELSE 0 END AS ahead,
 		(SELECT (extract(epoch FROM min(expires) - clock_timestamp()) * 1000)::int8 FROM {pheld} WHERE kind = $1 AND hash = $2) AS ttl,
