@@ -16,7 +16,8 @@
 -- An uncontended grant, the common case, is four server commands: GET, TIME,
 -- EXISTS (no fair queue) and SET.
 local lk, owner = KEYS[1], ARGV[1]
-local q, d = lk .. ':q', lk .. ':qd'
+local q = lk .. ':q'
+local d -- the queue data key (lk .. ':qd'), named only where the queue is read
 local v = redis.call('GET', lk)
 local holder, prev = false, nil
 if v and #v >= 8 then
@@ -36,6 +37,7 @@ local now = now_us()
 local now_ms = math.floor(now / 1000)
 local free, first = not holder, false
 if free and redis.call('EXISTS', q) == 1 then
+  d = lk .. ':qd'
   -- Fair waiters go first: only the head of the queue may take a free lock,
   -- and only with a fair attempt.
   first = queue_head(q, d, now_ms)
@@ -70,6 +72,7 @@ end
 if wait then
   if fair then
     -- Enqueue, or refresh the deadline of a live entry in place.
+    d = d or lk .. ':qd'
     local qttl = tonumber(ARGV[4])
     local e = redis.call('HGET', d, owner)
     if not (e and tonumber(string.match(e, '^%d+')) > now_ms and redis.call('ZSCORE', q, owner)) then

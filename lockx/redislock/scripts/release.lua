@@ -5,11 +5,12 @@
 -- owner from the queue if it waited there). A live fair-queue head is handed
 -- the lock by this script (see wake in queue.lua).
 local lk, owner = KEYS[1], ARGV[1]
-local q, d, w = lk .. ':q', lk .. ':qd', lk .. ':w'
+local q, w = lk .. ':q', lk .. ':w' -- the queue data key (lk .. ':qd') only where it is read
 local v = redis.call('GET', lk)
 local holder = false
 if v and #v > 8 then holder = string.sub(v, 1, -9) end
 if holder ~= owner then
+  local d = lk .. ':qd'
   if redis.call('HEXISTS', d, owner) == 1 then
     local head = queue_head(q, d, math.floor(now_us() / 1000))
     redis.call('ZREM', q, owner)
@@ -28,7 +29,7 @@ end
 local tomb = tonumber(ARGV[2])
 local tok = string.sub(v, -8)
 local woke = false
-if redis.call('EXISTS', q, w) > 0 then woke = wake(lk, q, d, w, ARGV[3], token_of(v)) end
+if redis.call('EXISTS', q, w) > 0 then woke = wake(lk, q, lk .. ':qd', w, ARGV[3], token_of(v)) end
 if woke == 2 then
   -- Handed to the queue head: wake wrote the lock for it.
 elseif woke then
