@@ -238,9 +238,9 @@ func runPairedMany(ctx context.Context, e *Env, p Params, seq bool) (Sample, err
 
 // timedAcquire times acquire, then releases what it took and pauses for
 // settle (on both sides of a pair alike), so that what a release leaves
-// running (the autopipeliner's goroutines after a set's concurrent
-// releases) has ended before the next timed acquire: the comparison is of
-// acquires on a quiet client.
+// running (the goroutines of a set's concurrent releases, with a Backend
+// that is no ManyReleaser) has ended before the next timed acquire: the
+// comparison is of acquires on a quiet client.
 func timedAcquire(acquire func(ctx context.Context) (func(context.Context) error, error)) func(ctx context.Context) (time.Duration, error) {
 	return func(ctx context.Context) (time.Duration, error) {
 		t := time.Now()

@@ -42,7 +42,7 @@ var sections = []section{
 	{
 		key:   scalingSection,
 		title: "Uncontended acquire + release, a distinct key per goroutine, watchdog off",
-		intro: "One process, one go-redis client (pool 64) shared by the goroutines; each goroutine acquires and releases its own key in a loop with the library's plain lock call and its defaults (lockx with WithLease, so no watchdog). Latency is the whole pair. Round trips are counted in the clients (a go-redis hook: one per command sent alone, one per pipeline, so a pipeline that carries the calls of many goroutines, as lockx's autopipelining does, counts once for all of them: the figure is amortised, and each pair still waits for its acquire and then its release); server cmds counts every command the server executed (INFO commandstats, including the commands a script calls).",
+		intro: "One process, one go-redis client (pool 64) shared by the goroutines; each goroutine acquires and releases its own key in a loop with the library's plain lock call and its defaults (lockx with WithLease, so no watchdog). Latency is the whole pair. Round trips are counted in the clients (a go-redis hook: one per command sent alone, one per pipeline, so a pipeline that carries the calls of many goroutines, as lockx's batching does, counts once for all of them: the figure is amortised, and each pair still waits for its acquire and then its release); server cmds counts every command the server executed (INFO commandstats, including the commands a script calls).",
 		cols:  []col{colRate("pairs/s"), colP50, colP99, colRTT("round trips/pair"), colCmds("server cmds/pair"), colFail},
 		ratio: mRate, ratioHeader: "× raw (per run)",
 	},

@@ -90,10 +90,10 @@
 // # Throughput
 //
 // An uncontended acquire and release is two round trips, one script each.
-// While several goroutines call at once, their scripts go out together
-// through the client's autopipeliner (WithAutoPipeline), so throughput under
-// concurrency is bounded by Redis's script execution rather than by system
-// calls; a lone call is sent directly. Backend.AcquireMany takes a set of
+// While several goroutines call at once, their scripts go out together as
+// pipelines of the client, several on the wire at once (WithAutoPipeline),
+// so throughput under concurrency is bounded by Redis's script execution
+// rather than by system calls; a lone call is sent directly. Backend.AcquireMany takes a set of
 // keys in one script call per node (lockx's ManyAcquirer, behind
 // Client.AcquireMany), and the watchdog renews every due lock in one
 // pipeline per node: on a Cluster one call per master node, concurrently

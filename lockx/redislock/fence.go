@@ -35,7 +35,7 @@ func (b *Backend) fenceKey(resource string) string {
 
 // Fence implements lockx.FenceStore with one script call: GET, compare and
 // SET of the resource's fence key. Like the lock scripts it goes through the
-// autopipeliner (WithAutoPipeline), so concurrent checks share round trips. A Backend is a fence store on its own —
+// batcher (WithAutoPipeline), so concurrent checks share round trips. A Backend is a fence store on its own —
 // the resource need not be locked through Redis — and several services share
 // fences by sharing the prefix.
 func (b *Backend) Fence(ctx context.Context, resource string, token lockx.Token) error {

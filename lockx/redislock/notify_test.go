@@ -3,6 +3,8 @@ package redislock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -215,13 +217,19 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 	rdb := single(t)
 	ctx := ctxT(t, 10*time.Second)
 	_ = rdb.Ping(ctx).Err()
-	// The client's autopipeliner, which the backend uses, belongs to the
-	// client (its goroutines end with rdb.Close), not to the backend.
-	if _, err := rdb.AutoPipeline(); err != nil {
-		t.Fatal(err)
-	}
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	b := redislock.New(rdb, redislock.WithPrefix(testPrefix()))
+	// Concurrent calls, so batched: the batcher has no goroutine of its own.
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			k, o := fmt.Sprint("close:", i), lockx.NewOwner()
+			if _, err := b.Acquire(ctx, req(k, o, time.Minute)); err == nil {
+				_ = b.Release(ctx, k, o)
+			}
+		})
+	}
+	wg.Wait()
 	_, cancel, err := b.Watch(ctx, "k", lockx.NewOwner())
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ import (
 // Create it with New; it is safe for concurrent use.
 type Backend struct {
 	rdb redis.UniversalClient
-	run processor // script calls: rdb's autopipeliner, or rdb
+	run processor // script calls: rdb, or rdb and a batcher (hybrid)
 	// routed: rdb picks a node by key, so a call's first key must be a
 	// string (anything but the plain and failover *redis.Client).
 	routed bool
@@ -73,12 +73,10 @@ func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 	b.routed = !plain
 	if b.err == nil && b.cfg.autoPipeline {
 		if cc, ok := rdb.(*redis.ClusterClient); ok {
-			// The nodes' shared autopipeliners: they belong to the node
-			// clients and end with them (scripts.go: nodeBatched).
+			// A batcher per master node (scripts.go: nodeBatched).
 			b.run = &hybrid{direct: rdb, batched: &nodeBatched{cc: cc}}
-		} else if ap, err := rdb.AutoPipeline(); err == nil {
-			// The client's shared autopipeliner: it belongs to rdb and ends with it.
-			b.run = &hybrid{direct: rdb, batched: ap}
+		} else {
+			b.run = &hybrid{direct: rdb, batched: &batcher{pipe: rdb.Pipeline}}
 		}
 	}
 	b.n.init(b)

@@ -132,16 +132,16 @@ func newLibrary(helpers []string, scripts ...*script) string {
 	return b.String()
 }
 
-// processor runs one command: a redis.UniversalClient, the client's
-// autopipeliner or a hybrid of both.
+// processor runs one command: a redis.UniversalClient, a batcher or a
+// hybrid of both.
 type processor interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
 // hybrid sends a command straight to the client while no other command of
 // the backend is in flight, for the latency of a lone round trip, and
-// through the autopipeliner while others are, so that concurrent commands
-// share round trips.
+// through the batcher while others are, so that concurrent commands share
+// round trips.
 type hybrid struct {
 	direct, batched processor
 	inflight        atomic.Int64
@@ -156,15 +156,16 @@ func (h *hybrid) Process(ctx context.Context, cmd redis.Cmder) error {
 }
 
 // nodeBatched batches the commands of a Cluster per master node: each goes
-// through the autopipeliner of the node that owns its slot. The Cluster
-// client's own autopipeliner keeps one ordered stream (batches run one
-// after another in submit order), so one stalled node holds up the calls
-// to every other node; node by node, a stall stays on its node. A reply
-// that redirects (MOVED, ASK: slots moving, a failover) sends the command
-// again through the Cluster client, which follows redirects.
+// through the batcher of the node that owns its slot, in pipelines of that
+// node's client. The Cluster client's autopipeliner keeps one ordered
+// stream (batches run one after another in submit order), so one stalled
+// node holds up the calls to every other node; node by node, a stall stays
+// on its node. A reply that redirects (MOVED, ASK: slots moving, a
+// failover) sends the command again through the Cluster client, which
+// follows redirects.
 type nodeBatched struct {
-	cc  *redis.ClusterClient
-	aps sync.Map // *redis.Client (a node) → *redis.AutoPipeliner
+	cc    *redis.ClusterClient
+	nodes sync.Map // *redis.Client (a node) → *batcher
 }
 
 func (n *nodeBatched) Process(ctx context.Context, cmd redis.Cmder) error {
@@ -176,15 +177,11 @@ func (n *nodeBatched) Process(ctx context.Context, cmd redis.Cmder) error {
 	if err != nil {
 		return n.cc.Process(ctx, cmd)
 	}
-	ap, ok := n.aps.Load(node)
+	bt, ok := n.nodes.Load(node)
 	if !ok {
-		a, err := node.AutoPipeline()
-		if err != nil {
-			return n.cc.Process(ctx, cmd)
-		}
-		ap, _ = n.aps.LoadOrStore(node, a)
+		bt, _ = n.nodes.LoadOrStore(node, &batcher{pipe: node.Pipeline})
 	}
-	err = ap.(*redis.AutoPipeliner).Process(ctx, cmd)
+	err = bt.(*batcher).Process(ctx, cmd)
 	var reply redis.Error
 	switch {
 	case err == nil:

@@ -52,7 +52,7 @@ func (b *Backend) quotaKey(sku, user string) string {
 }
 
 // runStock runs a stock script whose reply is an integer, through the
-// backend's autopipeliner like the lock scripts.
+// backend's batcher like the lock scripts.
 func (b *Backend) runStock(ctx context.Context, s *script, keys []string, args ...any) (int64, error) {
 	c := &call{}
 	c.args[2] = strconv.Itoa(len(keys))
@@ -121,7 +121,7 @@ func (b *Backend) StockLevels(ctx context.Context, sku string, segs []int) ([]in
 		return nil, err
 	}
 	if len(segs) == 1 {
-		// The lone read of lock-based mode goes through the autopipeliner,
+		// The lone read of lock-based mode goes through the batcher,
 		// like the scripts, so concurrent readers share round trips.
 		if err := lockx.CheckStockArgs(sku, segs[0]); err != nil {
 			return nil, err

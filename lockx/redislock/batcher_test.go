@@ -1,0 +1,134 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/lockx-go/lockx/internal/testenv"
+)
+
+// pipeWatch is a go-redis hook recording the pipelines of ECHO and INCR
+// calls a client sends: how many, the largest, and the most on the wire at
+// once. (A new connection's handshake is a pipeline of its own, nested in
+// the one that waits for the connection; it is not counted.)
+type pipeWatch struct {
+	pipes, most, largest, flying atomic.Int64
+}
+
+func (w *pipeWatch) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (w *pipeWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (w *pipeWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if n := cmds[0].Name(); n != "echo" && n != "incr" {
+			return next(ctx, cmds)
+		}
+		w.pipes.Add(1)
+		raise(&w.largest, int64(len(cmds)))
+		raise(&w.most, w.flying.Add(1))
+		defer w.flying.Add(-1)
+		return next(ctx, cmds)
+	}
+}
+
+func raise(v *atomic.Int64, to int64) {
+	for cur := v.Load(); to > cur && !v.CompareAndSwap(cur, to); cur = v.Load() {
+	}
+}
+
+// TestBatcher: calls from many goroutines go out together, through the
+// client's hooks, with at most batchFlights pipelines on the wire; each
+// call gets its own reply or its own error; the batcher leaves no goroutine.
+func TestBatcher(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t), PoolSize: 16})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	notInt := "lockx-test:batcher:" + fmt.Sprint(time.Now().UnixNano())
+	if err := rdb.Set(ctx, notInt, "x", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var w pipeWatch
+	rdb.AddHook(&w)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	b := &batcher{pipe: rdb.Pipeline}
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := range 64 {
+		wg.Go(func() {
+			for i := range 200 {
+				msg := fmt.Sprintf("%d/%d", g, i)
+				if i%10 == 9 { // fails on its own: the key holds no integer
+					cmd := redis.NewIntCmd(ctx, "incr", notInt)
+					if err := b.Process(ctx, cmd); err == nil || !strings.Contains(err.Error(), "not an integer") {
+						errs <- fmt.Errorf("call %s: INCR of a string: got %v, want its own error", msg, err)
+						return
+					}
+					continue
+				}
+				cmd := redis.NewStringCmd(ctx, "echo", msg)
+				if err := b.Process(ctx, cmd); err != nil || cmd.Val() != msg {
+					errs <- fmt.Errorf("call %s: got %q, %v", msg, cmd.Val(), err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	t.Logf("%d pipelines for 12,800 calls, largest %d, at most %d at once", w.pipes.Load(), w.largest.Load(), w.most.Load())
+	if w.pipes.Load() == 0 {
+		t.Fatal("the client's pipeline hook saw no pipeline")
+	}
+	if w.largest.Load() < 2 {
+		t.Error("no pipeline carried more than one call")
+	}
+	if m := w.most.Load(); m > batchFlights {
+		t.Errorf("%d pipelines were on the wire at once, want at most %d", m, batchFlights)
+	}
+	if b.flying != 0 || len(b.queue) != 0 {
+		t.Errorf("idle batcher: %d pipelines out, %d calls queued", b.flying, len(b.queue))
+	}
+}
+
+// TestBatcherServerDown: when the pipeline cannot be sent, every call in it
+// gets the error, and the batcher goes on with the next calls.
+func TestBatcherServerDown(t *testing.T) {
+	// go-redis retries a failed dial in the background for a second.
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1})
+	defer func() { _ = rdb.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b := &batcher{pipe: rdb.Pipeline}
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for range 16 {
+		wg.Go(func() {
+			for range 5 {
+				if b.Process(ctx, redis.NewStatusCmd(ctx, "ping")) != nil {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := failed.Load(); n != 80 {
+		t.Fatalf("%d of 80 calls to a server that is down failed", n)
+	}
+	if b.flying != 0 || len(b.queue) != 0 {
+		t.Errorf("idle batcher: %d pipelines out, %d calls queued", b.flying, len(b.queue))
+	}
+}
