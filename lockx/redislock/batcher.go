@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -85,13 +86,33 @@ func (b *batcher) Process(ctx context.Context, cmd redis.Cmder) error {
 // callers their replies are in and hands the calls that queued meanwhile on.
 // The pipeline does not end with the caller's context: the other calls in
 // it are not the caller's to cancel. Like any command of the client it is
-// bounded by the client's timeouts.
+// bounded by the client's timeouts. If the pipeline panics (a hook of the
+// application's, say) the panic goes on up the sender's goroutine, but
+// only after every call of the batch has an error and the batcher has
+// moved on: a panic recovered higher up (net/http recovers a handler's)
+// must not leave the other callers waiting for ever.
 func (b *batcher) send(batch []*pending, self *pending) {
+	defer func() {
+		if r := recover(); r != nil {
+			err := fmt.Errorf("redislock: the pipeline panicked: %v", r)
+			for _, p := range batch {
+				p.cmd.SetErr(err)
+			}
+			b.finish(batch, self)
+			panic(r)
+		}
+	}()
 	pipe := b.pipe()
 	for _, p := range batch {
 		_ = pipe.Process(p.ctx, p.cmd)
 	}
 	_, _ = pipe.Exec(context.WithoutCancel(self.ctx))
+	b.finish(batch, self)
+}
+
+// finish tells batch's callers but self that their replies are in and hands
+// the calls that queued meanwhile to the first of them, or ends the flight.
+func (b *batcher) finish(batch []*pending, self *pending) {
 	for _, p := range batch {
 		if p != self {
 			p.turn <- nil

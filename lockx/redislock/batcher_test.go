@@ -106,9 +106,10 @@ func TestBatcher(t *testing.T) {
 // TestBatcherServerDown: when the pipeline cannot be sent, every call in it
 // gets the error, and the batcher goes on with the next calls.
 func TestBatcherServerDown(t *testing.T) {
-	// go-redis retries a failed dial in the background for a second.
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent(), goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1})
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	// Pools larger than the failures: go-redis starts probing the server in
+	// the background, for a second past Close, after PoolSize failed dials.
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1, PoolSize: 1000, PipelinePoolSize: 1000})
 	defer func() { _ = rdb.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -127,6 +128,59 @@ func TestBatcherServerDown(t *testing.T) {
 	wg.Wait()
 	if n := failed.Load(); n != 80 {
 		t.Fatalf("%d of 80 calls to a server that is down failed", n)
+	}
+	if b.flying != 0 || len(b.queue) != 0 {
+		t.Errorf("idle batcher: %d pipelines out, %d calls queued", b.flying, len(b.queue))
+	}
+}
+
+// panicky is a go-redis hook whose pipelines panic while on is set.
+type panicky struct{ on atomic.Bool }
+
+func (h *panicky) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *panicky) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *panicky) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.on.Load() {
+			panic("hook")
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestBatcherPanic: a pipeline that panics (an application's hook) panics
+// its sender, as a plain call would, but every other call of the batch
+// gets an error instead of waiting for ever, and the batcher goes on.
+func TestBatcherPanic(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
+	t.Cleanup(func() { _ = rdb.Close() })
+	var h panicky
+	rdb.AddHook(&h)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b := &batcher{pipe: rdb.Pipeline}
+	h.on.Store(true)
+	var wg sync.WaitGroup
+	var panics, failed atomic.Int64
+	for range 32 {
+		wg.Go(func() {
+			defer func() {
+				if recover() != nil {
+					panics.Add(1)
+				}
+			}()
+			if err := b.Process(ctx, redis.NewStatusCmd(ctx, "ping")); err != nil && strings.Contains(err.Error(), "panicked") {
+				failed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if panics.Load() == 0 || panics.Load()+failed.Load() != 32 {
+		t.Fatalf("32 calls into panicking pipelines: %d senders panicked, %d calls failed", panics.Load(), failed.Load())
+	}
+	h.on.Store(false)
+	if err := b.Process(ctx, redis.NewStatusCmd(ctx, "ping")); err != nil {
+		t.Fatal("after the panics:", err)
 	}
 	if b.flying != 0 || len(b.queue) != 0 {
 		t.Errorf("idle batcher: %d pipelines out, %d calls queued", b.flying, len(b.queue))
