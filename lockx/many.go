@@ -304,6 +304,9 @@ func anyAcquired(res []Result) bool {
 // stale schedule would pull the others forward into a round trip of their
 // own while it is still out.
 func (w *watchdog) align(locks []*Lock) {
+	if !slices.ContainsFunc(locks, func(l *Lock) bool { return l.h.watchdog }) {
+		return // nothing to renew: no lock to take
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var first time.Time

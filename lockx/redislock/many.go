@@ -113,7 +113,11 @@ func (b *Backend) AcquireMany(ctx context.Context, reqs []lockx.Request) ([]lock
 // key, else one group per hash tag, in order of first appearance.
 func (b *Backend) groupByTag(reqs []lockx.Request) [][]int {
 	if !b.routed {
-		return groupBy(len(reqs), func(int) string { return "" })
+		all := make([]int, len(reqs))
+		for i := range all {
+			all[i] = i
+		}
+		return [][]int{all}
 	}
 	return groupBy(len(reqs), func(i int) string { return hashTag(b.lockKey(reqs[i].Key)) })
 }
