@@ -85,6 +85,35 @@ func (s *suite) client(t *testing.T, opts ...lockx.Option) *lockx.Client {
 }
 
 // key returns a key no other test uses.
+// later runs get in the background and returns where its result arrives:
+// a grant or permit, or nil after an error, which fails t.
+func later[T any](t *testing.T, get func() (*T, error)) <-chan *T {
+	got := make(chan *T, 1)
+	go func() {
+		v, err := get()
+		if err != nil {
+			t.Error(err)
+		}
+		got <- v
+	}()
+	return got
+}
+
+// served waits up to 5 s for the waiter started by later to be served and
+// gives back what it got with release (nil: the waiter failed, which
+// failed t already). A waiter not served in time fails t with what.
+func served[T any](t *testing.T, got <-chan *T, release func(*testing.T, *T), what string) {
+	t.Helper()
+	select {
+	case v := <-got:
+		if v != nil {
+			release(t, v)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal(what)
+	}
+}
+
 func key(t *testing.T) string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])

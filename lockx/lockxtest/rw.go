@@ -126,14 +126,7 @@ func (s *suite) testRWWriterExcludes(t *testing.T) {
 // writerWaiting starts a writer on k in the background and returns the
 // channel its grant arrives on; it waits until the writer has queued.
 func writerWaiting(t *testing.T, rw *rwlock.RW, k string, opts ...lockx.Option) <-chan *lockx.Grant {
-	got := make(chan *lockx.Grant, 1)
-	go func() {
-		w, err := rw.Lock(ctxT(t, 20*time.Second), k, opts...)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- w
-	}()
+	got := later(t, func() (*lockx.Grant, error) { return rw.Lock(ctxT(t, 20*time.Second), k, opts...) })
 	time.Sleep(150 * time.Millisecond)
 	return got
 }
@@ -146,14 +139,7 @@ func (s *suite) testRWWriterPreference(t *testing.T) {
 	g, err := s.rw(t).TryRLock(ctx, k)
 	refused(t, "a new reader while a writer waits", g, err)
 	releaseGrant(t, r)
-	select {
-	case w := <-got:
-		if w != nil {
-			releaseGrant(t, w)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("writer not granted after the last reader left")
-	}
+	served(t, got, releaseGrant, "writer not granted after the last reader left")
 }
 
 func (s *suite) testRWReaderPreference(t *testing.T) {
@@ -164,14 +150,7 @@ func (s *suite) testRWReaderPreference(t *testing.T) {
 	r2 := mustGrant(t)(s.rw(t, rwlock.ReaderPreference()).TryRLock(ctx, k))
 	releaseGrant(t, r)
 	releaseGrant(t, r2)
-	select {
-	case w := <-got:
-		if w != nil {
-			releaseGrant(t, w)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("writer not granted after the readers left")
-	}
+	served(t, got, releaseGrant, "writer not granted after the readers left")
 }
 
 // testRWNoStarvation runs overlapping readers without pause; a writer must
@@ -343,14 +322,7 @@ func (s *suite) testRWDowngrade(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 	releaseGrant(t, r)
-	select {
-	case w2 := <-got:
-		if w2 != nil {
-			releaseGrant(t, w2)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("writer not granted after the downgraded reader left")
-	}
+	served(t, got, releaseGrant, "writer not granted after the downgraded reader left")
 }
 
 func (s *suite) testRWUpgrade(t *testing.T) {
@@ -392,14 +364,7 @@ func (s *suite) testRWNestedRead(t *testing.T) {
 		t.Fatal("inner release ended the outer read lock")
 	}
 	releaseGrant(t, r)
-	select {
-	case w := <-got:
-		if w != nil {
-			releaseGrant(t, w)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("writer not granted")
-	}
+	served(t, got, releaseGrant, "writer not granted")
 }
 
 func (s *suite) testRWTokens(t *testing.T) {
@@ -466,14 +431,7 @@ func (s *suite) testRWWakeUp(t *testing.T) {
 	for _, r := range readers {
 		releaseGrant(t, r)
 	}
-	select {
-	case w := <-wgot:
-		if w != nil {
-			releaseGrant(t, w)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("writer not woken by the last reader's release")
-	}
+	served(t, wgot, releaseGrant, "writer not woken by the last reader's release")
 }
 
 func (s *suite) testRWOnlyOwner(t *testing.T) {

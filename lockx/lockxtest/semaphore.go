@@ -176,15 +176,8 @@ func (s *suite) testSemFIFO(t *testing.T) {
 	ctx := ctxT(t, 20*time.Second)
 	opts := []lockx.Option{lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond)}
 	held := mustPermit(t)(s.sem(t, k, 3).Acquire(ctx))
-	got := make(chan *semaphore.Permit, 1)
 	bigSem := s.sem(t, k, 3)
-	go func() {
-		p, err := bigSem.AcquireN(ctx, 3, opts...)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- p
-	}()
+	got := later(t, func() (*semaphore.Permit, error) { return bigSem.AcquireN(ctx, 3, opts...) })
 	time.Sleep(150 * time.Millisecond)
 	p, err := s.sem(t, k, 3).TryAcquire(ctx)
 	noPermit(t, "a small request overtaking a queued large one", p, err)
@@ -192,14 +185,7 @@ func (s *suite) testSemFIFO(t *testing.T) {
 	nf := mustPermit(t)(s.sem(t, k, 3, semaphore.NonFair()).TryAcquire(ctx))
 	releasePermit(t, nf)
 	releasePermit(t, held)
-	select {
-	case p := <-got:
-		if p != nil {
-			releasePermit(t, p)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("large request not served after the permits came back")
-	}
+	served(t, got, releasePermit, "large request not served after the permits came back")
 }
 
 func (s *suite) testSemCrashed(t *testing.T) {
@@ -307,15 +293,9 @@ func (s *suite) testSemShrink(t *testing.T) {
 // acquireLater starts an Acquire of sem that retries every 5–50 ms and
 // returns where its permit (nil on an error, which fails t) arrives.
 func acquireLater(t *testing.T, ctx context.Context, sem *semaphore.Semaphore) <-chan *semaphore.Permit {
-	got := make(chan *semaphore.Permit, 1)
-	go func() {
-		p, err := sem.Acquire(ctx, lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- p
-	}()
-	return got
+	return later(t, func() (*semaphore.Permit, error) {
+		return sem.Acquire(ctx, lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
+	})
 }
 
 // testSemShrinkWaiter: a waiter that queued under a limit of 2, whose limit
@@ -340,15 +320,7 @@ func (s *suite) testSemShrinkWaiter(t *testing.T) {
 	case <-time.After(500 * time.Millisecond):
 	}
 	releasePermit(t, b)
-	select {
-	case p := <-got:
-		if p == nil {
-			t.Fatal("no permit")
-		}
-		releasePermit(t, p)
-	case <-time.After(5 * time.Second):
-		t.Fatal("not granted after usage dropped below the new limit")
-	}
+	served(t, got, releasePermit, "not granted after usage dropped below the new limit")
 }
 
 func (s *suite) testSemGrow(t *testing.T) {
@@ -361,14 +333,7 @@ func (s *suite) testSemGrow(t *testing.T) {
 	if err := sem.SetLimit(2); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case p := <-got:
-		if p != nil {
-			releasePermit(t, p)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("waiter not served after the limit grew")
-	}
+	served(t, got, releasePermit, "waiter not served after the limit grew")
 	releasePermit(t, p1)
 }
 
