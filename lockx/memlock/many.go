@@ -47,8 +47,7 @@ func (b *Backend) AcquireMany(ctx context.Context, reqs []lockx.Request) ([]lock
 		// Looked up again: an earlier request of the set may have written it.
 		e := b.live(r.Key, now)
 		if e != nil && e.owner == r.Owner {
-			e.expires = now.Add(r.Lease)
-			res[i] = lockx.Result{Acquired: true, Token: e.token, TTL: r.Lease}
+			res[i] = regrant(r, e, now)
 			continue
 		}
 		res[i] = b.grant(r, e, now)

@@ -137,9 +137,8 @@ func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result,
 	defer b.mu.Unlock()
 	now := b.now()
 	e := b.live(req.Key, now)
-	if e != nil && e.owner == req.Owner { // idempotent re-grant
-		e.expires = now.Add(req.Lease)
-		return lockx.Result{Acquired: true, Token: e.token, TTL: req.Lease}, nil
+	if e != nil && e.owner == req.Owner {
+		return regrant(req, e, now), nil
 	}
 	if !mayGrant(req, e) {
 		if req.Fair && req.Wait {
@@ -172,6 +171,13 @@ func holderTTL(e *entry, now time.Time) time.Duration {
 		return 0
 	}
 	return e.expires.Sub(now)
+}
+
+// regrant is the idempotent re-grant of a lock req's owner holds already
+// (live entry e): its lease renewed, its token kept. Callers hold b.mu.
+func regrant(req lockx.Request, e *entry, now time.Time) lockx.Result {
+	e.expires = now.Add(req.Lease)
+	return lockx.Result{Acquired: true, Token: e.token, TTL: req.Lease}
 }
 
 // grant gives req the lock whose live entry is e (nil for a new one) with

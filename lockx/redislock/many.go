@@ -113,11 +113,7 @@ func (b *Backend) AcquireMany(ctx context.Context, reqs []lockx.Request) ([]lock
 // key, else one group per hash tag, in order of first appearance.
 func (b *Backend) groupByTag(reqs []lockx.Request) [][]int {
 	if !b.routed {
-		all := make([]int, len(reqs))
-		for i := range all {
-			all[i] = i
-		}
-		return [][]int{all}
+		return oneGroup(len(reqs))
 	}
 	return groupBy(len(reqs), func(i int) string { return hashTag(b.lockKey(reqs[i].Key)) })
 }
@@ -138,6 +134,19 @@ func groupBy[K comparable](n int, key func(i int) K) [][]int {
 		groups[g] = append(groups[g], i)
 	}
 	return groups
+}
+
+// oneGroup is groupBy's result when every index shares one key: 0..n-1 in
+// one group (none when n is 0), without groupBy's map.
+func oneGroup(n int) [][]int {
+	if n == 0 {
+		return nil
+	}
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	return [][]int{all}
 }
 
 // manyArgs is the argument vector of acquire_many.lua for reqs[idx...]:

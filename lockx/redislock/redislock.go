@@ -341,7 +341,7 @@ func (b *Backend) ExtendMany(ctx context.Context, reqs []lockx.ExtendRequest) []
 func (b *Backend) PartitionExtends(ctx context.Context, reqs []lockx.ExtendRequest) [][]int {
 	cc, ok := b.rdb.(*redis.ClusterClient)
 	if !ok || b.err != nil {
-		return groupBy(len(reqs), func(int) *redis.Client { return nil })
+		return oneGroup(len(reqs))
 	}
 	return groupBy(len(reqs), func(i int) *redis.Client {
 		node, err := cc.MasterForKey(ctx, b.lockKey(reqs[i].Key))
