@@ -37,8 +37,9 @@ elseif woke then
   redis.call('SET', lk, tok, 'PX', math.max(tomb, redis.call('PTTL', q)))
 elseif tomb > 0 then
   -- Leave a tombstone, the token alone, so that the next grant issues a
-  -- larger one even if the server clock has not moved past it.
-  redis.call('SET', lk, tok, 'PX', tomb)
+  -- larger one even if the server clock has not moved past it. Its TTL goes
+  -- to SET as it came (ARGV[2]): a Lua number would be formatted anew.
+  redis.call('SET', lk, tok, 'PX', ARGV[2])
 else
   redis.call('DEL', lk)
 end
