@@ -1,13 +1,20 @@
 package bench
 
 import (
+	"context"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/redislock"
 )
 
-// newRedisBackend returns lockx's Redis backend over rdb.
-func newRedisBackend(rdb redis.UniversalClient, opts ...redislock.Option) (lockx.Backend, error) {
-	return redislock.New(rdb, opts...), nil
+// openRedisBackend opens a go-redis client of its own on the main server
+// and lockx's Redis backend over it; the caller closes both.
+func openRedisBackend(ctx context.Context, e *Env, poolSize int, opts ...redislock.Option) (lockx.Backend, *redis.Client, error) {
+	rdb, err := e.Client(ctx, poolSize)
+	if err != nil {
+		return nil, nil, err
+	}
+	return redislock.New(rdb, opts...), rdb, nil
 }

@@ -2,10 +2,12 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 	"github.com/redis/rueidis/rueidislock"
 
@@ -24,6 +26,7 @@ const (
 	nameRawAP         = "raw go-redis SET NX + Lua compare-and-delete through rdb.AutoPipeline() (ceiling of go-redis batching)"
 	nameLockxBatched  = "lockx Acquire + Release, batched (default)"
 	nameLockxUnbatch  = "lockx Acquire + Release, WithAutoPipeline(false)"
+	nameLockxBackend  = "lockx redislock Backend alone, batched: its Acquire + Release without the Client (the scripts' floor)"
 	namePairedBatch   = "Acquire + Release: batched (default) vs WithAutoPipeline(false)"
 	namePairedMany    = "AcquireMany of 10 keys (one script) vs Acquire of 1 key; acquire only"
 	namePairedManySeq = "AcquireMany of 10 keys key by key (no ManyAcquirer) vs Acquire of 1 key; acquire only"
@@ -49,6 +52,7 @@ func batchingCases() []*Case {
 		{name: nameRawAP, open: rawAutoPipelineLib(), remote: true},
 		{name: nameLockxBatched, open: lockxRedisLib(false, lease), remote: true, quick: true},
 		{name: nameLockxUnbatch, open: lockxRedisLibWith(false, []redislock.Option{redislock.WithAutoPipeline(false)}, lease), remote: true},
+		{name: nameLockxBackend, open: redisBackendLib(), remote: true},
 	}
 	var cs []*Case
 	for _, n := range batchGoroutines {
@@ -121,6 +125,50 @@ func (r *rueidisLocker) Lock(ctx context.Context, key string) (func(context.Cont
 }
 
 func (r *rueidisLocker) Close() error { r.l.Close(); return nil }
+
+// backendLocker drives a redislock Backend directly, without a Client: a
+// fresh owner per pair, one plain attempt, then the release. It shows what
+// the scripts and the batcher cost on their own, so the Client's share of
+// the Client rows is the difference.
+type backendLocker struct {
+	b   lockx.Backend
+	rdb *redis.Client
+}
+
+func redisBackendLib() opener {
+	return func(ctx context.Context, e *Env, poolSize int) (Locker, error) {
+		b, rdb, err := openRedisBackend(ctx, e, poolSize)
+		if err != nil {
+			return nil, err
+		}
+		return &backendLocker{b: b, rdb: rdb}, nil
+	}
+}
+
+func (l *backendLocker) Pair(ctx context.Context, key string) error {
+	u, err := l.Lock(ctx, key)
+	if err != nil {
+		return err
+	}
+	return u(ctx)
+}
+
+// Lock makes one attempt: a key held by another owner is an error.
+func (l *backendLocker) Lock(ctx context.Context, key string) (func(context.Context) error, error) {
+	o := lockx.NewOwner()
+	res, err := l.b.Acquire(ctx, lockx.Request{Key: key, Owner: o, Lease: benchLease})
+	if err != nil {
+		return nil, err
+	}
+	if !res.Acquired {
+		return nil, lockx.ErrNotAcquired
+	}
+	return func(ctx context.Context) error { return l.b.Release(ctx, key, o) }, nil
+}
+
+func (l *backendLocker) Close() error {
+	return errors.Join(l.b.Close(), l.rdb.Close())
+}
 
 // noMany hides every capability of a Backend but the Backend methods, so
 // AcquireMany takes the keys one by one.

@@ -272,13 +272,8 @@ func lockxRedisLib(try bool, opts ...lockx.Option) opener {
 // lockxRedisLibWith is lockxRedisLib with redislock options.
 func lockxRedisLibWith(try bool, bopts []redislock.Option, opts ...lockx.Option) opener {
 	return func(ctx context.Context, e *Env, poolSize int) (Locker, error) {
-		rdb, err := e.Client(ctx, poolSize)
+		b, rdb, err := openRedisBackend(ctx, e, poolSize, bopts...)
 		if err != nil {
-			return nil, err
-		}
-		b, err := newRedisBackend(rdb, bopts...)
-		if err != nil {
-			rdb.Close()
 			return nil, err
 		}
 		return &lockxLocker{c: lockx.New(b), opts: opts, try: try, close: rdb.Close}, nil

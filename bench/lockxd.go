@@ -54,13 +54,8 @@ func (s *lockxdService) Close() error {
 
 // redisLockxd starts lockxd over redislock with its own go-redis client.
 func redisLockxd(ctx context.Context, e *Env, poolSize int) (*lockxdService, error) {
-	rdb, err := e.Client(ctx, poolSize)
+	b, rdb, err := openRedisBackend(ctx, e, poolSize)
 	if err != nil {
-		return nil, err
-	}
-	b, err := newRedisBackend(rdb)
-	if err != nil {
-		rdb.Close()
 		return nil, err
 	}
 	return startLockxd(b, func() error { return errors.Join(b.Close(), rdb.Close()) }), nil

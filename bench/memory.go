@@ -274,15 +274,11 @@ func watchdogCases() []*Case {
 // process's CPU (getrusage) and the server's CPU (INFO cpu). It also counts
 // locks lost during the window: the watchdog must lose none.
 func runWatchdog(ctx context.Context, e *Env, p Params, opt lockx.Option, rate float64) (Sample, error) {
-	rdb, err := e.Client(ctx, PoolSize)
+	b, rdb, err := openRedisBackend(ctx, e, PoolSize)
 	if err != nil {
 		return nil, err
 	}
 	defer rdb.Close()
-	b, err := newRedisBackend(rdb)
-	if err != nil {
-		return nil, err
-	}
 	c := lockx.New(b, opt)
 	defer c.Close()
 	locks := make([]*lockx.Lock, watchdogLocks)

@@ -49,13 +49,8 @@ func patBackends() []patBackend {
 			return memlock.New(), func() {}, nil
 		}},
 		{"Redis", func(ctx context.Context, e *Env) (lockx.Backend, func(), error) {
-			rdb, err := e.Client(ctx, PoolSize)
+			b, rdb, err := openRedisBackend(ctx, e, PoolSize)
 			if err != nil {
-				return nil, nil, err
-			}
-			b, err := newRedisBackend(rdb)
-			if err != nil {
-				rdb.Close()
 				return nil, nil, err
 			}
 			return b, func() { rdb.Close() }, nil

@@ -49,7 +49,7 @@ var sections = []section{
 	{
 		key:   batchSection,
 		title: "Batching: lockx against rueidislock and with batching off",
-		intro: "As the uncontended table (one process, a distinct key per goroutine, lockx with WithLease), with rueidislock, whose client pipelines every concurrent command over one connection (KeyMajority 1: one Redis key per lock, as lockx; it renews every lock in the background, as it always does; its own round trips are not counted), and lockx with redislock.WithAutoPipeline(false): every call its own round trip on a pooled connection.",
+		intro: "As the uncontended table (one process, a distinct key per goroutine, lockx with WithLease), with rueidislock, whose client pipelines every concurrent command over one connection (KeyMajority 1: one Redis key per lock, as lockx; it renews every lock in the background, as it always does; its own round trips are not counted), lockx with redislock.WithAutoPipeline(false): every call its own round trip on a pooled connection, and the redislock Backend driven directly (a fresh owner, Backend.Acquire, Backend.Release; no Client): what the scripts and the batcher cost alone, so the gap to the Client row is the Client's bookkeeping.",
 		cols:  []col{colRate("pairs/s"), colP50, colP99, colRTT("round trips/pair"), colCmds("server cmds/pair"), colFail},
 		ratio: mRate, ratioHeader: "× raw (per run)",
 	},
