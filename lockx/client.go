@@ -154,16 +154,23 @@ func (c *Client) acquire(ctx context.Context, key string, ops *GrantOps, opts []
 	if ops != &c.lockOps {
 		op = ops.Kind
 	}
-	cfg := c.cfg
-	cfg.apply(opts)
+	// Without per-call options the Client's own config serves as it is (no
+	// code but an Option writes a config); a copy for the options escapes,
+	// as the Options are functions the compiler cannot see into.
+	cfg := &c.cfg
+	if len(opts) > 0 {
+		own := c.cfg
+		own.apply(opts)
+		cfg = &own
+	}
 	o := cfg.observer
 	if o == nil {
-		return c.acquireCfg(ctx, key, ops, op, &cfg, wait, nil)
+		return c.acquireCfg(ctx, key, ops, op, cfg, wait, nil)
 	}
 	start := time.Now()
 	var st acquireStats
-	l, err := c.acquireCfg(ctx, key, ops, op, &cfg, wait, &st)
-	c.observeAcquire(ctx, o, key, ops, &cfg, wait, start, &st, l, err)
+	l, err := c.acquireCfg(ctx, key, ops, op, cfg, wait, &st)
+	c.observeAcquire(ctx, o, key, ops, cfg, wait, start, &st, l, err)
 	return l, err
 }
 
@@ -287,6 +294,9 @@ func (c *Client) reenter(ctx context.Context, k holdKey, wait bool) (*Lock, erro
 			c.mu.Unlock()
 			return &Lock{h: h}, nil
 		}
+		if h.releasing == releaseRunning && wait {
+			h.releasing = make(chan struct{}) // the release's finish closes it
+		}
 		pending := h.releasing
 		c.mu.Unlock()
 		if pending == nil || !wait { // lost: acquire afresh under the same owner
@@ -332,6 +342,7 @@ func (c *Client) register(ctx context.Context, ops *GrantOps, k holdKey, explici
 		return &Lock{h: h}, nil
 	}
 	h := newHold(c, ops, k, ctx, req, res, start, cfg, gate)
+	h.first.h = h
 	h.explicit = explicit
 	h.plain = ops == &c.lockOps
 	c.holds[k] = h
@@ -341,7 +352,7 @@ func (c *Client) register(ctx context.Context, ops *GrantOps, k holdKey, explici
 	}
 	h.armValidity()
 	c.attach(h)
-	return &Lock{h: h}, nil
+	return &h.first, nil
 }
 
 // attach arranges a registered hold's loss notification (a LossNotifier

@@ -306,6 +306,70 @@ func TestReentrantConcurrentRelease(t *testing.T) {
 	_ = other.Release(context.Background())
 }
 
+// slowRelease holds every Release until unblock is closed, and closes
+// started when the first one arrives.
+type slowRelease struct {
+	*memlock.Backend
+	once    sync.Once
+	started chan struct{}
+	unblock chan struct{}
+}
+
+func (s *slowRelease) Release(ctx context.Context, key string, owner lockx.Owner) error {
+	s.once.Do(func() { close(s.started) })
+	<-s.unblock
+	return s.Backend.Release(ctx, key, owner)
+}
+
+// An acquisition by the owner whose final release of the key is in flight
+// waits for that release to end, then takes the key afresh: it neither
+// re-enters the hold being released nor waits for ever.
+func TestAcquireWaitsOutOwnRelease(t *testing.T) {
+	b := &slowRelease{Backend: memlock.New(), started: make(chan struct{}), unblock: make(chan struct{})}
+	c := lockx.New(b)
+	defer c.Close()
+	ctx := lockx.ContextWithOwner(context.Background(), lockx.NewOwner())
+	l, err := c.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan error, 1)
+	go func() { released <- l.Release(context.Background()) }()
+	<-b.started
+	type result struct {
+		l   *lockx.Lock
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		l2, err := c.Acquire(ctx, "k")
+		got <- result{l2, err}
+	}()
+	select {
+	case r := <-got:
+		t.Fatalf("acquired during the owner's release in flight: %v, %v", r.l, r.err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(b.unblock)
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.l.Token() <= l.Token() {
+			t.Fatalf("token %d after %d: the released hold was re-entered", r.l.Token(), l.Token())
+		}
+		if err := r.l.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the acquisition still waits after the release ended")
+	}
+}
+
 func TestErrorMessages(t *testing.T) {
 	c := lockx.New(memlock.New())
 	defer c.Close()

@@ -39,8 +39,11 @@ type hold struct {
 	gate   func()          // local-first gate, released with the hold
 
 	// guarded by c.mu
-	count     int
-	releasing chan struct{} // non-nil while the final release runs
+	count int
+	// releasing is non-nil while the final release runs: releaseRunning
+	// until someone waits for its end, then a channel of its own, closed
+	// at the end.
+	releasing chan struct{}
 
 	mu         sync.Mutex
 	lease      time.Duration
@@ -66,6 +69,9 @@ type hold struct {
 	onEndBuf [1]*endWatch
 	granted  time.Time   // start of the granted attempt
 	ended    atomic.Bool // HoldEnded reported
+	// first is the handle Acquire returns for a new hold, allocated with
+	// it; reentrant acquisitions get handles of their own.
+	first Lock
 }
 
 func newHold(c *Client, ops *GrantOps, hk holdKey, ctx context.Context, req Request, res Result, start time.Time, cfg *config, gate func()) *hold {
@@ -556,7 +562,7 @@ func (l *Lock) beginRelease() (r finalRelease, final bool, err error) {
 	cur := c.holds[h.hk]
 	r.owned = cur == h || (cur == nil && !c.closed)
 	if cur == h {
-		h.releasing = make(chan struct{})
+		h.releasing = releaseRunning
 	}
 	c.mu.Unlock()
 	h.finish(ErrReleased)
@@ -576,6 +582,11 @@ func (r finalRelease) enterGate(ctx context.Context) (leave func()) {
 	return func() {}
 }
 
+// releaseRunning marks a hold's final release in flight while nobody waits
+// for its end: most releases are never waited for, and need no channel of
+// their own. It is never closed.
+var releaseRunning = make(chan struct{})
+
 // finish ends the release with the backend's outcome err (nil if the key
 // was not r.owned) and returns the release's error.
 func (r finalRelease) finish(err error) error {
@@ -585,7 +596,7 @@ func (r finalRelease) finish(err error) error {
 	if c.holds[h.hk] == h {
 		delete(c.holds, h.hk)
 	}
-	if h.releasing != nil {
+	if h.releasing != nil && h.releasing != releaseRunning {
 		close(h.releasing)
 	}
 	c.mu.Unlock()
