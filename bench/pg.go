@@ -20,6 +20,8 @@ const (
 	namePGLockx     = "lockx Acquire + Release (pglock)"
 	namePGHotRaw    = "raw pg_try_advisory_lock, 1 ms sleep between tries"
 	namePGHotBlock  = "raw blocking pg_advisory_lock (PostgreSQL's own queue)"
+	namePGHotToken  = "raw blocking pg_advisory_lock + nextval, asynchronous commit (a fencing token per grant, nothing else)"
+	pgTokenSeq      = "lockxbench_fence" // the token row's sequence, in the bench database's search path
 	namePGHotLockx  = "lockx Acquire (pglock, defaults)"
 	namePGHotFair   = "lockx Acquire Fair() (pglock)"
 	pgKeyNamespace  = "lockxbench:" // advisory keys are hashed from this and the key, away from other users of the database
@@ -36,10 +38,13 @@ func pgKey(key string) int64 {
 
 // pgRawLocker is one pinned connection using session advisory locks
 // directly. blocking uses pg_advisory_lock (PostgreSQL queues the waiter);
-// otherwise Lock polls pg_try_advisory_lock every retry.
+// otherwise Lock polls pg_try_advisory_lock every retry. With token a
+// blocking grant also draws a fencing token from a sequence in the same
+// statement, as the least a lock with durable tokens must do.
 type pgRawLocker struct {
 	conn     *pgxpool.Conn
 	blocking bool
+	token    bool
 	retry    time.Duration
 }
 
@@ -77,7 +82,11 @@ func (l *pgRawLocker) Lock(ctx context.Context, key string) (func(context.Contex
 	release := func(ctx context.Context) error { return l.unlock(ctx, k) }
 	if l.blocking {
 		// A cancelled wait makes pgx close the connection; the case ends then.
-		if _, err := l.conn.Exec(ctx, "select pg_advisory_lock($1)", k); err != nil {
+		q := "select pg_advisory_lock($1)"
+		if l.token {
+			q = "select pg_advisory_lock($1), nextval('" + pgTokenSeq + "')"
+		}
+		if _, err := l.conn.Exec(ctx, q, k); err != nil {
 			return nil, err
 		}
 		return release, nil
@@ -137,20 +146,34 @@ func (l *pgLockxLocker) Close() error {
 }
 
 // pinned returns n raw lockers, each on its own connection of one pool.
-func pinned(ctx context.Context, e *Env, n int, blocking bool) ([]Locker, func(), error) {
+// With token (blocking only) each grant draws a sequence value too, and
+// the connections commit asynchronously, as pglock's sessions do.
+func pinned(ctx context.Context, e *Env, n int, blocking, token bool) ([]Locker, func(), error) {
 	pool, err := e.PG(ctx, n)
 	if err != nil {
 		return nil, nil, err
 	}
 	lks := make([]Locker, n)
 	done := func() { closeAll(lks); pool.Close() }
+	if token {
+		if _, err := pool.Exec(ctx, "create sequence if not exists "+pgTokenSeq); err != nil {
+			done()
+			return nil, nil, err
+		}
+	}
 	for i := range lks {
 		c, err := pool.Acquire(ctx)
+		if err == nil && token {
+			_, err = c.Exec(ctx, "set synchronous_commit = off")
+			if err != nil {
+				c.Release()
+			}
+		}
 		if err != nil {
 			done()
 			return nil, nil, err
 		}
-		lks[i] = &pgRawLocker{conn: c, blocking: blocking, retry: time.Millisecond}
+		lks[i] = &pgRawLocker{conn: c, blocking: blocking, token: token, retry: time.Millisecond}
 	}
 	return lks, done, nil
 }
@@ -162,7 +185,7 @@ func pgCases() []*Case {
 		cs = append(cs,
 			&Case{Section: pgSection, Group: group, Name: namePGRaw, Baseline: true, Quick: n > 1,
 				Run: func(ctx context.Context, e *Env, p Params) (Sample, error) {
-					lks, done, err := pinned(ctx, e, n, false)
+					lks, done, err := pinned(ctx, e, n, false, false)
 					if err != nil {
 						return nil, err
 					}
@@ -194,10 +217,15 @@ func pgCases() []*Case {
 	}
 	cs = append(cs,
 		hot(namePGHotRaw, true, func(ctx context.Context, e *Env) ([]Locker, func(), error) {
-			return pinned(ctx, e, hotClients, false)
+			return pinned(ctx, e, hotClients, false, false)
 		}),
 		hot(namePGHotBlock, false, func(ctx context.Context, e *Env) ([]Locker, func(), error) {
-			return pinned(ctx, e, hotClients, true)
+			return pinned(ctx, e, hotClients, true, false)
+		}),
+		// The floor of any lock with durable fencing tokens on PostgreSQL:
+		// PostgreSQL's own queue plus one sequence value per grant.
+		hot(namePGHotToken, false, func(ctx context.Context, e *Env) ([]Locker, func(), error) {
+			return pinned(ctx, e, hotClients, true, true)
 		}),
 		hot(namePGHotLockx, false, func(ctx context.Context, e *Env) ([]Locker, func(), error) {
 			return hotPGLockx(ctx, e)

@@ -125,7 +125,7 @@ var sections = []section{
 	{
 		key:   pgHotSection,
 		title: "PostgreSQL: one hot key, 16 independent clients",
-		intro: "Raw rows: 16 pinned connections; lockx: 16 clients, each with its own pool of 6 connections (pglock pins 2 holder sessions, 1 wait session on which a waiter queues in PostgreSQL's lock queue, and a listener). Handoffs and waits as in the Redis hot-key table.",
+		intro: "Raw rows: 16 pinned connections (the token row adds nextval of a sequence to each blocking grant, with asynchronous commit as pglock's sessions: the least a lock with durable fencing tokens does); lockx: 16 clients, each with its own pool of 6 connections (pglock pins 2 holder sessions, 1 wait session on which a waiter queues in PostgreSQL's lock queue, and a listener). Handoffs and waits as in the Redis hot-key table.",
 		cols: []col{colRate("handoffs/s"), {mP50, "wait p50 ms", false}, {mP99, "wait p99 ms", true},
 			{mMax, "wait max ms", false}, {mFails, "failed calls", false}, colViol},
 		ratio: mRate, ratioHeader: "× raw (per run)",
