@@ -69,8 +69,9 @@ type hold struct {
 	onEndBuf [1]*endWatch
 	granted  time.Time   // start of the granted attempt
 	ended    atomic.Bool // HoldEnded reported
-	// first is the handle Acquire returns for a new hold, allocated with
-	// it; reentrant acquisitions get handles of their own.
+	// first is the handle Acquire (or AcquireMany, for a member of a set)
+	// returns for a new hold, allocated with it; reentrant acquisitions get
+	// handles of their own.
 	first Lock
 }
 

@@ -252,16 +252,15 @@ func (c *Client) acquireBatch(ctx context.Context, ma ManyAcquirer, sorted []str
 // every key and returns ErrClosed.
 func (c *Client) registerSet(ctx context.Context, reqs []Request, res []Result, start time.Time, cfg *config) ([]*Lock, error) {
 	holds := make([]hold, len(reqs))
-	handles := make([]Lock, len(reqs))
 	hs := make([]*hold, len(reqs))
 	locks := make([]*Lock, len(reqs))
 	for i, r := range reqs {
 		h := &holds[i]
 		h.init(c, &c.lockOps, holdKey{false, c.lockOps.Kind, r.Key, r.Owner}, ctx, r, res[i], start, cfg, nil)
 		h.explicit, h.plain = true, true
+		h.first.h = h
 		hs[i] = h
-		handles[i].h = h
-		locks[i] = &handles[i]
+		locks[i] = &h.first
 	}
 	c.mu.Lock()
 	if c.closed { // Close ran while we waited: nobody would renew or release these grants
