@@ -154,15 +154,7 @@ func (c *Client) acquire(ctx context.Context, key string, ops *GrantOps, opts []
 	if ops != &c.lockOps {
 		op = ops.Kind
 	}
-	// Without per-call options the Client's own config serves as it is (no
-	// code but an Option writes a config); a copy for the options escapes,
-	// as the Options are functions the compiler cannot see into.
-	cfg := &c.cfg
-	if len(opts) > 0 {
-		own := c.cfg
-		own.apply(opts)
-		cfg = &own
-	}
+	cfg := c.callConfig(opts)
 	o := cfg.observer
 	if o == nil {
 		return c.acquireCfg(ctx, key, ops, op, cfg, wait, nil)
@@ -172,6 +164,19 @@ func (c *Client) acquire(ctx context.Context, key string, ops *GrantOps, opts []
 	l, err := c.acquireCfg(ctx, key, ops, op, cfg, wait, &st)
 	c.observeAcquire(ctx, o, key, ops, cfg, wait, start, &st, l, err)
 	return l, err
+}
+
+// callConfig returns a call's config: the Client's own, as it is, when the
+// call has no options (no code but an Option writes a config, so callers
+// only read it), else a copy with opts applied. Only the copy is allocated:
+// it escapes, as the Options are functions the compiler cannot see into.
+func (c *Client) callConfig(opts []Option) *config {
+	if len(opts) == 0 {
+		return &c.cfg
+	}
+	own := c.cfg
+	own.apply(opts)
+	return &own
 }
 
 func (c *Client) acquireCfg(ctx context.Context, key string, ops *GrantOps, op string, cfg *config, wait bool, st *acquireStats) (*Lock, error) {

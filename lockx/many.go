@@ -135,8 +135,7 @@ func manyError(key string, err error) error {
 }
 
 func (c *Client) acquireMany(ctx context.Context, keys []string, opts []Option, wait bool) (*LockSet, error) {
-	cfg := c.cfg
-	cfg.apply(opts)
+	cfg := c.callConfig(opts)
 	maxKeys := cfg.maxKeys
 	if cfg.err != nil {
 		return nil, &KeyError{Op: opMany, Err: cfg.err}
@@ -151,7 +150,7 @@ func (c *Client) acquireMany(ctx context.Context, keys []string, opts []Option, 
 	slices.Sort(sorted)
 	sorted = slices.Compact(sorted)
 	for _, k := range sorted {
-		if err := c.validate(k, &cfg); err != nil {
+		if err := c.validate(k, cfg); err != nil {
 			return nil, manyError(k, err)
 		}
 	}
@@ -169,11 +168,11 @@ func (c *Client) acquireMany(ctx context.Context, keys []string, opts []Option, 
 	}
 	var locks []*Lock
 	if ma, ok := c.b.(ManyAcquirer); ok && !explicit && !cfg.fair && !cfg.localFirst {
-		locks = c.acquireBatch(ctx, ma, sorted, owner, &cfg)
+		locks = c.acquireBatch(ctx, ma, sorted, owner, cfg)
 	}
 	if locks == nil {
 		var err error
-		if locks, err = c.acquireSequential(ctx, sorted, opts, &cfg, wait); err != nil {
+		if locks, err = c.acquireSequential(ctx, sorted, opts, cfg, wait); err != nil {
 			return nil, err
 		}
 	}
