@@ -347,7 +347,6 @@ func (c *Client) register(ctx context.Context, ops *GrantOps, k holdKey, explici
 		return &Lock{h: h}, nil
 	}
 	h := newHold(c, ops, k, ctx, req, res, start, cfg, gate)
-	h.first.h = h
 	h.explicit = explicit
 	h.plain = ops == &c.lockOps
 	c.holds[k] = h

@@ -104,6 +104,7 @@ func (h *hold) init(c *Client, ops *GrantOps, hk holdKey, ctx context.Context, r
 		count:    1,
 		lease:    req.Lease,
 	}
+	h.first.h = h
 	h.validUntil = start.Add(lease - h.drift(lease))
 	h.nextRenew = start.Add(lease / 3)
 	h.granted = start

@@ -257,7 +257,6 @@ func (c *Client) registerSet(ctx context.Context, reqs []Request, res []Result, 
 		h := &holds[i]
 		h.init(c, &c.lockOps, holdKey{false, c.lockOps.Kind, r.Key, r.Owner}, ctx, r, res[i], start, cfg, nil)
 		h.explicit, h.plain = true, true
-		h.first.h = h
 		hs[i] = h
 		locks[i] = &h.first
 	}
