@@ -845,7 +845,7 @@ func (s *suite) testTTLAndExtend(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	select {
 	case <-l.Lost():
-		t.Fatal("lost despite Extend")
+		t.Fatalf("lost despite Extend: %v", context.Cause(l.Context()))
 	default:
 	}
 	expectNotAcquired(t, s.client(t), k)
