@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/mysqllock"
 )
@@ -34,28 +35,14 @@ func TestCrossProcessWakeUp(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := make(chan error, 1)
-			go func() {
+			d := testenv.HandOver(t, 200*time.Millisecond, func() error { return l.Release(ctx) }, func() error {
 				l2, err := waiter.Acquire(ctx, k, opts...)
 				if err == nil {
 					err = l2.Release(ctx)
 				}
-				got <- err
-			}()
-			time.Sleep(200 * time.Millisecond)
-			released := time.Now()
-			if err := l.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case err := <-got:
-				if err != nil {
-					t.Fatalf("%s fair=%v: %v", mode, fair, err)
-				}
-				t.Logf("%s fair=%v: woken %v after release", mode, fair, time.Since(released))
-			case <-time.After(5 * time.Second):
-				t.Fatalf("%s fair=%v: waiter in another hub not woken", mode, fair)
-			}
+				return err
+			})
+			t.Logf("%s fair=%v: woken %v after release", mode, fair, d)
 			_ = holder.Close()
 			_ = waiter.Close()
 			cancel()
