@@ -42,6 +42,14 @@ func (b *Backend) acquire(ctx context.Context, req lockx.Request, shared bool) (
 		return lockx.Result{}, unavailable("acquire", context.Cause(ctx))
 	}
 	hash := b.hash(req.Key)
+	// A plain waiter may block on a wait session: have them connected
+	// before the key turns out to be contended, not after (a connection
+	// takes a new server process and a TLS handshake, which under load
+	// can last longer than many handoffs).
+	blocker := req.Wait && !req.Fair && !shared && b.cfg.waitSessions > 0
+	if blocker {
+		b.prewarmWait()
+	}
 	mayBlock := true
 	for attempt := 0; ; attempt++ {
 		s, err := b.session(ctx, b.index(hash))
@@ -80,6 +88,12 @@ func (b *Backend) acquire(ctx context.Context, req lockx.Request, shared bool) (
 			// The wait session refused because fair waiters queue: wait
 			// for their release by notification instead.
 			mayBlock = false
+			continue
+		}
+		if blocker && mayBlock && !a.p.res.Acquired && a.p.err == nil && !a.p.waited && attempt < 3 && b.hasFreeWaitSession() {
+			// The key's holder refused a try on the holder session: queue
+			// for it on a free wait session at once. The server hands the
+			// lock over on release; the caller need not watch for it.
 			continue
 		}
 		return a.p.res, a.p.err
@@ -256,6 +270,13 @@ func (b *Backend) freeWaitSessionLocked() *session {
 	return nil
 }
 
+// hasFreeWaitSession reports whether a wait session is free now.
+func (b *Backend) hasFreeWaitSession() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.freeWaitSessionLocked() != nil
+}
+
 // refuse answers an attempt this process refuses by itself. A fair waiter
 // still joins (or refreshes its place in) the shared queue, so that order
 // holds across processes.
@@ -290,6 +311,7 @@ func (b *Backend) refuse(ctx context.Context, s *session, hash int64, req lockx.
 func (b *Backend) granted(s *session, sl *slot, p *pending, hash int64, req lockx.Request, shared bool, start time.Time, r result) {
 	b.mu.Lock()
 	p.finished = true
+	p.waited = s.waiting
 	if sl.pending == p {
 		sl.pending = nil
 	}

@@ -57,6 +57,7 @@ type sessionSlot struct {
 	cur      atomic.Pointer[session]
 	failedAt time.Time
 	failErr  error
+	warming  atomic.Bool // a prewarm of this slot is under way
 }
 
 // slot is the in-process state of one advisory-lock key (hash): who of this
@@ -100,6 +101,7 @@ type pending struct {
 	finished  bool
 	abandoned bool // the caller stopped waiting: give a late grant back
 	yield     bool // a wait session refused because fair waiters queue
+	waited    bool // the statement ran on a wait session
 	// behind are the owners this process refused because this attempt was
 	// in flight: they are woken when it ends without a grant, as nothing
 	// else would wake them (see attempt and granted).
@@ -274,21 +276,28 @@ func (b *Backend) Connect(ctx context.Context) error {
 	return nil
 }
 
-// prewarm connects holder session idx in the background, so that a
-// waiter's first attempt need not wait for it after its Watch.
+// prewarm connects session idx in the background, so that a waiter's
+// first attempt need not wait for it after its Watch. At most one prewarm
+// per session runs at a time.
 func (b *Backend) prewarm(idx int) {
-	if s := b.sessions[idx].cur.Load(); s != nil && !s.isDead() {
+	ss := &b.sessions[idx]
+	if s := ss.cur.Load(); s != nil && !s.isDead() {
+		return
+	}
+	if !ss.warming.CompareAndSwap(false, true) {
 		return
 	}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
+		ss.warming.Store(false)
 		return
 	}
 	b.wg.Add(1)
 	b.mu.Unlock()
 	go func() {
 		defer b.wg.Done()
+		defer ss.warming.Store(false)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		go func() {
@@ -300,6 +309,13 @@ func (b *Backend) prewarm(idx int) {
 		}()
 		_, _ = b.session(ctx, idx)
 	}()
+}
+
+// prewarmWait connects the wait sessions in the background.
+func (b *Backend) prewarmWait() {
+	for i := b.cfg.sessions; i < len(b.sessions); i++ {
+		b.prewarm(i)
+	}
 }
 
 // Close frees every lock still held through the Backend, stops its

@@ -56,7 +56,10 @@
 // lock queue there: pg_advisory_lock, in slices of 200 ms, in the statement
 // that also draws the token and writes the row, so a release hands the lock
 // over inside the server, in arrival order, with no notification and no
-// competing re-attempt. A wait session serves one waiter at a time and then
+// competing re-attempt. A waiting Acquire connects the wait sessions in the
+// background, so that they are ready when the key turns out to be
+// contended, and a waiter refused by the holder queues on a free one within
+// the same Acquire. A wait session serves one waiter at a time and then
 // carries its hold until the release. Every other waiter — more waiters
 // than wait sessions, and fair waiters — is woken by notification: its
 // process holds a shared "wait flag" advisory lock for the key on its one

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/pglock"
 )
@@ -100,29 +101,62 @@ func TestWakeUpByNotify(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make(chan time.Time, 1)
-		go func() {
+		d := testenv.HandOver(t, 300*time.Millisecond, func() error { return l.Release(context.Background()) }, func() error {
 			l2, err := c2.Acquire(ctxT(t, 20*time.Second), "wake", opts...)
-			if err != nil {
-				t.Error(err)
-				got <- time.Time{}
-				return
+			if err == nil {
+				err = l2.Release(context.Background())
 			}
-			got <- time.Now()
-			_ = l2.Release(context.Background())
-		}()
-		time.Sleep(300 * time.Millisecond)
-		released := time.Now()
-		_ = l.Release(context.Background())
-		select {
-		case at := <-got:
-			t.Logf("fair=%v: woken %v after release", fair, at.Sub(released))
-			if d := at.Sub(released); d > time.Second {
-				t.Fatalf("fair=%v: woken after %v", fair, d)
-			}
-		case <-time.After(4 * time.Second):
-			t.Fatalf("fair=%v: not woken by the release", fair)
+			return err
+		})
+		t.Logf("fair=%v: woken %v after release", fair, d)
+		if d > time.Second {
+			t.Fatalf("fair=%v: woken after %v", fair, d)
 		}
+	}
+}
+
+// A plain waiter refused by the key's holder queues in PostgreSQL's lock
+// queue on its wait session within the same Acquire: the server hands the
+// lock over on release, and the waiting process needs no notification, so
+// its listener is never connected. A waiting Acquire connects the wait
+// session ahead of contention. (The wait slice is longer than the wait
+// here: a wait that outlasts its slice goes back to the Client, which then
+// watches.)
+func TestFirstWaitQueuesOnWaitSession(t *testing.T) {
+	e := newEnv(t, 20)
+	holder, _ := e.client(t)
+	waiter, wb := e.client(t, pglock.WithWaitSlice(time.Minute))
+	ctx := ctxT(t, 20*time.Second)
+	warm, err := waiter.Acquire(ctx, "first-wait-warm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := warm.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		if _, wait, _ := wb.Connected(); wait == pglock.DefaultWaitSessions {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a waiting Acquire did not connect the wait session")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	l, err := holder.Acquire(ctx, "first-wait")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := testenv.HandOver(t, 300*time.Millisecond, func() error { return l.Release(ctx) }, func() error {
+		l2, err := waiter.Acquire(ctx, "first-wait", lockx.WithBackoff(10*time.Second, 10*time.Second))
+		if err == nil {
+			err = l2.Release(context.Background())
+		}
+		return err
+	})
+	t.Logf("handed over %v after the release", d)
+	if _, _, listening := wb.Connected(); listening {
+		t.Fatal("the waiter's Backend connected its listener: the wait went by notification, not by the server's lock queue")
 	}
 }
 

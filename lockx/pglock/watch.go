@@ -66,9 +66,7 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 		}
 	}
 	b.prewarm(b.index(hash))
-	for i := b.cfg.sessions; i < len(b.sessions); i++ {
-		b.prewarm(i)
-	}
+	b.prewarmWait()
 	if err := b.lst.warm(ctx); err != nil {
 		remove()
 		return nil, nil, unavailable("watch", err)
