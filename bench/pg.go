@@ -118,6 +118,14 @@ func openPGBackend(ctx context.Context, e *Env, conns int) (lockx.Backend, *pgxp
 		return nil, nil, err
 	}
 	b, err := newPGBackend(pool)
+	if err == nil {
+		// Connected at set-up, as the raw rows pin their connections
+		// before the clock starts: what a service does at start-up
+		// (pglock's Connect documents it).
+		if c, ok := b.(interface{ Connect(context.Context) error }); ok {
+			err = c.Connect(ctx)
+		}
+	}
 	if err != nil {
 		pool.Close()
 		return nil, nil, err

@@ -118,14 +118,14 @@ var sections = []section{
 	{
 		key:   pgSection,
 		title: "PostgreSQL: uncontended acquire + release",
-		intro: "Raw: each goroutine on its own pinned connection of one pool of n connections, session advisory locks. lockx pglock gets a pool of the same size (at least 6; it pins 2 holder sessions, 1 wait session and, while anyone waits, a listener).",
+		intro: "Raw: each goroutine on its own pinned connection of one pool of n connections, session advisory locks. lockx pglock gets a pool of the same size (at least 6; it pins 2 holder sessions, 1 wait session and, while anyone waits, a listener), connected at set-up with the Backend's Connect, as the raw connections are pinned before the clock starts.",
 		cols:  []col{colRate("pairs/s"), colP50, colP99, colFail},
 		ratio: mRate, ratioHeader: "× raw (per run)",
 	},
 	{
 		key:   pgHotSection,
 		title: "PostgreSQL: one hot key, 16 independent clients",
-		intro: "Raw rows: 16 pinned connections (the token row adds nextval of a sequence to each blocking grant, with asynchronous commit as pglock's sessions: the least a lock with durable fencing tokens does); lockx: 16 clients, each with its own pool of 6 connections (pglock pins 2 holder sessions, 1 wait session on which a waiter queues in PostgreSQL's lock queue, and a listener). Handoffs and waits as in the Redis hot-key table.",
+		intro: "Raw rows: 16 pinned connections (the token row adds nextval of a sequence to each blocking grant, with asynchronous commit as pglock's sessions: the least a lock with durable fencing tokens does); lockx: 16 clients, each with its own pool of 6 connections (pglock pins 2 holder sessions, 1 wait session on which a waiter queues in PostgreSQL's lock queue, and a listener), connected at set-up with the Backend's Connect, as the raw rows pin theirs before the clock starts. Handoffs and waits as in the Redis hot-key table.",
 		cols: []col{colRate("handoffs/s"), {mP50, "wait p50 ms", false}, {mP99, "wait p99 ms", true},
 			{mMax, "wait max ms", false}, {mFails, "failed calls", false}, colViol},
 		ratio: mRate, ratioHeader: "× raw (per run)",
