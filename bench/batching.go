@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
@@ -30,6 +31,8 @@ const (
 	namePairedBatch   = "Acquire + Release: batched (default) vs WithAutoPipeline(false)"
 	namePairedMany    = "AcquireMany of 10 keys (one script) vs Acquire of 1 key; acquire only"
 	namePairedManySeq = "AcquireMany of 10 keys key by key (no ManyAcquirer) vs Acquire of 1 key; acquire only"
+	namePairedBackend = "redislock Backend alone: its AcquireMany of 10 keys vs its Acquire of 1 key (no Client); acquire only"
+	namePairedFloor   = "floor, no lockx: one Lua script taking 10 keys (MGET, then SET … PX each) vs the same script on 1 key; acquire only"
 	manyKeys          = 10
 	settle            = 200 * time.Microsecond
 	// Paired metrics: median µs per operation of the baseline side (a) and
@@ -74,6 +77,8 @@ func batchingCases() []*Case {
 		{namePairedBatch, runPairedBatching, true},
 		{namePairedMany, func(ctx context.Context, e *Env, p Params) (Sample, error) { return runPairedMany(ctx, e, p, false) }, true},
 		{namePairedManySeq, func(ctx context.Context, e *Env, p Params) (Sample, error) { return runPairedMany(ctx, e, p, true) }, false},
+		{namePairedBackend, runPairedManyBackend, true},
+		{namePairedFloor, runPairedFloor, true},
 	}
 	for _, pc := range paired {
 		cs = append(cs, &Case{Section: pairedSection, Group: "1 goroutine", Name: pc.name, Quick: pc.quick, Run: pc.run})
@@ -263,10 +268,7 @@ func runPairedMany(ctx context.Context, e *Env, p Params, seq bool) (Sample, err
 	}
 	c := lockx.New(b, lockx.WithLease(benchLease))
 	defer c.Close()
-	keys := make([]string, manyKeys)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("m:%d", i)
-	}
+	keys := manyKeyNames("m")
 	one := timedAcquire(func(ctx context.Context) (func(context.Context) error, error) {
 		l, err := c.Acquire(ctx, "s:0")
 		if err != nil {
@@ -282,6 +284,102 @@ func runPairedMany(ctx context.Context, e *Env, p Params, seq bool) (Sample, err
 		return s.Release, nil
 	})
 	return runPaired(ctx, p, one, many)
+}
+
+// manyKeyNames is the manyKeys keys of a paired case's set: prefix:0 ….
+func manyKeyNames(prefix string) []string {
+	keys := make([]string, manyKeys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%s:%d", prefix, i)
+	}
+	return keys
+}
+
+// runPairedManyBackend: runPairedMany's two sides on the redislock Backend
+// itself, without the Client (no holds, no lease timers), so that with
+// runPairedMany and runPairedFloor the ratio splits into the Client's share,
+// the scripts' and Redis's.
+func runPairedManyBackend(ctx context.Context, e *Env, p Params) (Sample, error) {
+	rdb, err := e.Client(ctx, PoolSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rdb.Close()
+	b := redislock.New(rdb)
+	defer b.Close()
+	keys := manyKeyNames("bm")
+	reqs := make([]lockx.Request, manyKeys)
+	one := timedAcquire(func(ctx context.Context) (func(context.Context) error, error) {
+		o := lockx.NewOwner()
+		res, err := b.Acquire(ctx, lockx.Request{Key: "bs:0", Owner: o, Lease: benchLease})
+		if err == nil && !res.Acquired {
+			err = lockx.ErrNotAcquired
+		}
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context) error { return b.Release(ctx, "bs:0", o) }, nil
+	})
+	many := timedAcquire(func(ctx context.Context) (func(context.Context) error, error) {
+		o := lockx.NewOwner()
+		for i, k := range keys {
+			reqs[i] = lockx.Request{Key: k, Owner: o, Lease: benchLease}
+		}
+		res, err := b.AcquireMany(ctx, reqs)
+		for i := 0; err == nil && i < len(res); i++ {
+			if !res[i].Acquired {
+				err = lockx.ErrNotAcquired
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context) error { return errors.Join(b.ReleaseMany(ctx, keys, o)...) }, nil
+	})
+	return runPaired(ctx, p, one, many)
+}
+
+// floorLock is the least an all-or-nothing lock over several keys does on
+// Redis 7.0, which has no command that writes several keys with a TTL each:
+// one script that reads every key and, if all are free, sets each with its
+// lease. No token, no queue, no reentrancy. floorUnlock deletes the keys
+// the owner holds.
+var (
+	floorLock = redis.NewScript(`local v = redis.call('MGET', unpack(KEYS))
+for i = 1, #KEYS do if v[i] then return 0 end end
+for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2]) end
+return 1`)
+	floorUnlock = redis.NewScript(`for i = 1, #KEYS do
+  if redis.call('GET', KEYS[i]) == ARGV[1] then redis.call('DEL', KEYS[i]) end
+end
+return 1`)
+)
+
+// runPairedFloor: floorLock on one key against floorLock on manyKeys keys,
+// alternately, timed and paused as runPairedMany's sides are — the ratio of
+// the per-key work Redis itself does, with no lockx code on either side.
+func runPairedFloor(ctx context.Context, e *Env, p Params) (Sample, error) {
+	rdb, err := e.Client(ctx, PoolSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rdb.Close()
+	lease := benchLease.Milliseconds()
+	keys := manyKeyNames("floor:m")
+	side := func(keys []string) func(ctx context.Context) (time.Duration, error) {
+		return timedAcquire(func(ctx context.Context) (func(context.Context) error, error) {
+			owner := rand.Text()
+			n, err := floorLock.Run(ctx, rdb, keys, owner, lease).Int()
+			if err == nil && n != 1 {
+				err = errors.New("bench: floor lock refused")
+			}
+			if err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context) error { return floorUnlock.Run(ctx, rdb, keys, owner).Err() }, nil
+		})
+	}
+	return runPaired(ctx, p, side([]string{"floor:s:0"}), side(keys))
 }
 
 // timedAcquire times acquire, then releases what it took and pauses for
