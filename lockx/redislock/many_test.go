@@ -252,3 +252,111 @@ func TestAcquireManyReplicaAckDeclines(t *testing.T) {
 		t.Fatalf("%d commands sent, want none", n)
 	}
 }
+
+// liveQueueAtTombstone reports, atomically, what acquire_many.lua relies on
+// when it skips the queue check at a key with a tombstone: 1 if the lock
+// KEYS[1] is a tombstone (a token alone) while its fair queue has a live
+// entry (deadline after now, as queue_head reads it), 2 for a tombstone
+// with no live queue, 3 for a held lock with a live queue, 0 otherwise.
+var liveQueueAtTombstone = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local live = false
+for _, m in ipairs(redis.call('ZRANGE', KEYS[1] .. ':q', 0, -1)) do
+  local e = redis.call('HGET', KEYS[1] .. ':qd', m)
+  if e and tonumber(string.match(e, '^%d+')) > now_ms then live = true end
+end
+if v and #v == 8 then
+  if live then return 1 end
+  return 2
+end
+if v and live then return 3 end
+return 0`)
+
+// TestTombstoneMeansNoLiveQueue checks that invariant under load: fair
+// waiters (some giving up after a few milliseconds, which withdraws them
+// from the queue) and plain ones on one key, through Clients of their own,
+// while a checker samples the key. It must see both tombstones and live
+// queues, and never the two together.
+func TestTombstoneMeansNoLiveQueue(t *testing.T) {
+	prefix := testPrefix()
+	rdb := single(t)
+	ctx := ctxT(t, 30*time.Second)
+	lk := prefix + "{inv}"
+	stop := make(chan struct{})
+	var seen [4]int
+	checked := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				checked <- nil
+				return
+			default:
+			}
+			n, err := liveQueueAtTombstone.Run(ctx, rdb, []string{lk}).Int()
+			if err != nil {
+				checked <- err
+				return
+			}
+			seen[n]++
+			if n == 1 {
+				checked <- errors.New("a tombstone coexisted with a live fair queue")
+				return
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}()
+	done := make(chan error, 6)
+	for i := range 6 {
+		c := lockx.New(backend(t, rdb, redislock.WithPrefix(prefix)))
+		t.Cleanup(func() { _ = c.Close() })
+		go func() {
+			for j := range 60 {
+				opts := []lockx.Option{lockx.WithLease(time.Second)}
+				if i < 4 {
+					opts = append(opts, lockx.Fair())
+				}
+				if j%3 == 0 {
+					opts = append(opts, lockx.WithWait(2*time.Millisecond))
+				}
+				l, err := c.Acquire(ctx, "inv", opts...)
+				if errors.Is(err, lockx.ErrNotAcquired) {
+					continue // gave up: a fair waiter withdrew from the queue
+				}
+				if err != nil {
+					done <- err
+					return
+				}
+				time.Sleep(time.Duration(j%3) * time.Millisecond)
+				if err := l.Release(ctx); err != nil {
+					done <- err
+					return
+				}
+				if j%4 == 0 {
+					time.Sleep(3 * time.Millisecond) // let the key fall free now and then
+				}
+			}
+			done <- nil
+		}()
+	}
+	for range 6 {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case err := <-checked: // the checker ends early only on a failure
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	if err := <-checked; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("samples: tombstone %d, held with live queue %d, other %d", seen[2], seen[3], seen[0])
+	if seen[2] == 0 || seen[3] == 0 {
+		t.Fatalf("the run never showed both a tombstone (%d samples) and a live queue (%d): it checked nothing", seen[2], seen[3])
+	}
+}

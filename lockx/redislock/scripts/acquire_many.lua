@@ -10,19 +10,24 @@
 -- token (> 0) per key; otherwise nothing is granted and the reply per key is
 -- 0 if it could have been taken, or -1 - the holder's remaining lease in ms
 -- (-1 for a free key that live fair waiters hold back for their head).
--- The locks are read with one MGET and the queues checked with one EXISTS,
--- and keys granted in one go share the encoding of their token (the server
--- clock) unless a previous token pushes one past it: the script's cost is
--- one SET per key beyond a single acquire's.
+-- The locks are read with one MGET, and keys granted in one go share the
+-- encoding of their token (the server clock) unless a previous token pushes
+-- one past it: the script's cost is one SET per key beyond a single
+-- acquire's.
+-- Fair queues are looked for (one EXISTS over all of them, then one per key
+-- only if some exists) only at keys with no value at all. A key with a
+-- tombstone has no live queue: a release leaves a tombstone only once the
+-- queue is empty (with a live head it hands the lock over, and the lock is
+-- then held), and no queue forms on a free key, since a fair waiter at a
+-- free key without one takes it. The one exception is a head queued by a
+-- backend from before the direct handoff (no lease in its entry), which a
+-- release only wakes, keeping the tombstone while its queue lives: such a
+-- head can lose the key to a set. A queue does outlive the lock when the
+-- holder's lease runs out, and then the key has no value.
 local owner, n = ARGV[1], #KEYS
 local one_lease = #ARGV == 2
-local lks, qs = {}, {}
-for i = 1, n do
-  lks[i], qs[i] = KEYS[i], KEYS[i] .. ':q'
-end
-local vals = redis.call('MGET', unpack(lks))
-local queued = redis.call('EXISTS', unpack(qs)) > 0
-local prev, mine, out = {}, {}, {}
+local vals = redis.call('MGET', unpack(KEYS))
+local prev, mine, out, bare = {}, {}, {}, {}
 local refused, now = false, nil
 for i = 1, n do
   local v, holder = vals[i], false
@@ -38,12 +43,25 @@ for i = 1, n do
   if holder == owner then
     mine[i] = true
   elseif holder then
-    local ttl = redis.call('PTTL', lks[i])
+    local ttl = redis.call('PTTL', KEYS[i])
     if ttl < 0 then ttl = 0 end
     out[i], refused = -1 - ttl, true
-  elseif queued and redis.call('EXISTS', qs[i]) == 1 then
-    now = now or now_us()
-    if queue_head(qs[i], lks[i] .. ':qd', math.floor(now / 1000)) then out[i], refused = -1, true end
+  elseif not prev[i] then
+    bare[#bare + 1] = i
+  end
+end
+if #bare > 0 then
+  local qs = {}
+  for j = 1, #bare do qs[j] = KEYS[bare[j]] .. ':q' end
+  if redis.call('EXISTS', unpack(qs)) > 0 then
+    for j = 1, #bare do
+      if redis.call('EXISTS', qs[j]) == 1 then
+        now = now or now_us()
+        if queue_head(qs[j], KEYS[bare[j]] .. ':qd', math.floor(now / 1000)) then
+          out[bare[j]], refused = -1, true
+        end
+      end
+    end
   end
 end
 if refused then return out end
@@ -51,13 +69,13 @@ now = now or now_us()
 local enc_tok, val = nil, nil
 for i = 1, n do
   if mine[i] then
-    redis.call('PEXPIRE', lks[i], one_lease and ARGV[2] or ARGV[i + 1])
+    redis.call('PEXPIRE', KEYS[i], one_lease and ARGV[2] or ARGV[i + 1])
     out[i] = prev[i]
   else
     local tok = now
     if prev[i] and prev[i] >= tok then tok = prev[i] + 1 end
     if tok ~= enc_tok then enc_tok, val = tok, owner .. token_bytes(tok) end
-    redis.call('SET', lks[i], val, 'PX', one_lease and ARGV[2] or ARGV[i + 1])
+    redis.call('SET', KEYS[i], val, 'PX', one_lease and ARGV[2] or ARGV[i + 1])
     out[i] = tok
   end
 end
