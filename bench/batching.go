@@ -309,16 +309,9 @@ func runPairedManyBackend(ctx context.Context, e *Env, p Params) (Sample, error)
 	defer b.Close()
 	keys := manyKeyNames("bm")
 	reqs := make([]lockx.Request, manyKeys)
+	single := &backendLocker{b: b}
 	one := timedAcquire(func(ctx context.Context) (func(context.Context) error, error) {
-		o := lockx.NewOwner()
-		res, err := b.Acquire(ctx, lockx.Request{Key: "bs:0", Owner: o, Lease: benchLease})
-		if err == nil && !res.Acquired {
-			err = lockx.ErrNotAcquired
-		}
-		if err != nil {
-			return nil, err
-		}
-		return func(ctx context.Context) error { return b.Release(ctx, "bs:0", o) }, nil
+		return single.Lock(ctx, "bs:0")
 	})
 	many := timedAcquire(func(ctx context.Context) (func(context.Context) error, error) {
 		o := lockx.NewOwner()
