@@ -833,23 +833,28 @@ func (s *suite) testCloseReleases(t *testing.T) {
 func (s *suite) testTTLAndExtend(t *testing.T) {
 	k := key(t)
 	c := s.client(t)
-	ctx := ctxT(t, 5*time.Second)
-	l := mustAcquire(t, c, ctx, k, lockx.WithLease(300*time.Millisecond))
+	ctx := ctxT(t, 10*time.Second)
+	// The lease, the extension and the pause leave a second or more of
+	// slack around each check: under a loaded CI run (race builds of every
+	// package at once on two cores) a step here has been seen to stall for
+	// about a second.
+	const lease = time.Second
+	l := mustAcquire(t, c, ctx, k, lockx.WithLease(lease))
 	d, err := l.TTL(ctx)
-	if err != nil || d <= 0 || d > 300*time.Millisecond {
+	if err != nil || d <= 0 || d > lease {
 		t.Fatalf("TTL = %v, %v", d, err)
 	}
-	if err := l.Extend(ctx, 2*time.Second); err != nil {
+	if err := l.Extend(ctx, 5*time.Second); err != nil {
 		t.Fatalf("Extend: %v", err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(lease + 500*time.Millisecond) // past the first lease
 	select {
 	case <-l.Lost():
 		t.Fatalf("lost despite Extend: %v", context.Cause(l.Context()))
 	default:
 	}
 	expectNotAcquired(t, s.client(t), k)
-	if d, err := l.TTL(ctx); err != nil || d <= time.Second {
+	if d, err := l.TTL(ctx); err != nil || d <= 2*time.Second {
 		t.Fatalf("TTL after Extend = %v, %v", d, err)
 	}
 	mustRelease(t, l)
