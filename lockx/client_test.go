@@ -197,6 +197,56 @@ func TestWatchdogBatchesRenewals(t *testing.T) {
 	}
 }
 
+// TestWatchdogWokenOnlyForEarlierRenewals: a lock whose renewal falls after
+// the watchdog's next wake-up does not wake it (a wake-up per Acquire was a
+// goroutine switch on every hot-key handoff); a lock due earlier does, and
+// is renewed in time.
+func TestWatchdogWokenOnlyForEarlierRenewals(t *testing.T) {
+	f := newFlaky()
+	c := lockx.New(f)
+	defer c.Close()
+	ctx := context.Background()
+	first, err := c.Acquire(ctx, "first", lockx.WithWatchdog(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // the loop is asleep until first's renewal
+	base := lockx.WatchdogKicks(c)
+	for i := 0; i < 200; i++ {
+		l, err := c.Acquire(ctx, fmt.Sprintf("later-%d", i), lockx.WithWatchdog(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := lockx.WatchdogKicks(c) - base; n > 0 {
+		t.Fatalf("200 locks renewed after the first woke the watchdog %d times", n)
+	}
+	short, err := c.Acquire(ctx, "short", lockx.WithWatchdog(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(700 * time.Millisecond) // two renewal periods, past the first lease
+	if n := lockx.WatchdogKicks(c) - base; n == 0 {
+		t.Fatal("a lock due before the watchdog's wake-up did not wake it")
+	}
+	select {
+	case <-short.Lost():
+		t.Fatal("the short lease was not renewed")
+	default:
+	}
+	if f.extendCalls.Load() == 0 {
+		t.Fatal("no renewal of the short lease")
+	}
+	for _, l := range []*lockx.Lock{short, first} {
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestWatchdogBatchesSpreadRenewals: locks taken a few milliseconds apart
 // (well within the batch window, lease/12) are renewed in one batch per
 // period, not one batch each.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,6 +19,11 @@ type watchdog struct {
 	mu      sync.Mutex
 	set     map[*hold]struct{}
 	running bool
+	// wakeAt is when the sleeping loop wakes next (zero while it is
+	// awake): add kicks it only for a hold due before that, so taking a
+	// lock whose renewal comes after the next wake-up costs no wake-up.
+	wakeAt  time.Time
+	kicks   atomic.Int64 // wake-ups by kick (tests)
 	kick    chan struct{}
 	base    context.Context // cancelled by stop: ends the loop and in-flight renewals
 	cancel  context.CancelFunc
@@ -41,9 +47,18 @@ func (w *watchdog) add(h *hold) {
 	w.set[h] = struct{}{}
 	if !w.running {
 		w.running = true
+		w.wakeAt = time.Time{}
 		w.wg.Add(1)
 		go w.loop()
 		return
+	}
+	if !w.wakeAt.IsZero() {
+		h.mu.Lock()
+		wake := h.nextRenew.Add(-h.lease / batchWindow) // as collect schedules it
+		h.mu.Unlock()
+		if !wake.Before(w.wakeAt) {
+			return
+		}
 	}
 	select {
 	case w.kick <- struct{}{}:
@@ -91,6 +106,7 @@ func (w *watchdog) loop() {
 		select {
 		case <-timer.C:
 		case <-w.kick:
+			w.kicks.Add(1)
 			if !timer.Stop() {
 				select {
 				case <-timer.C:
@@ -128,6 +144,11 @@ func (w *watchdog) collect(now time.Time) (due []*hold, wait time.Duration, ok b
 			wait = left - window
 		}
 		h.mu.Unlock()
+	}
+	if len(due) > 0 {
+		w.wakeAt = time.Time{} // renews, then collects again at once
+	} else {
+		w.wakeAt = now.Add(wait)
 	}
 	return due, wait, true
 }
