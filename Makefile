@@ -31,7 +31,8 @@ bench:
 ## bench-patterns: the pattern and middleware benchmarks (go test -bench):
 ## idempotency replay and fencing-check overhead over HTTP, stock modes,
 ## rwlock and semaphore, telemetry overhead, Redlock, MySQL (session and lease
-## table beside the seed's naive table lock). Ratios are within one run.
+## table beside the seed's naive table lock), PostgreSQL's hot key split into
+## its raw floors. Ratios are within one run.
 bench-patterns:
 	$(GO) test -run '^$$' -bench 'IdempotencyPaired|FencingRatio' -benchtime 20000x -count 3 ./middleware/
 	$(GO) test -run '^$$' -bench 'BenchmarkRedisStock' -benchtime 3s -count 3 ./patterns/stock/
@@ -39,6 +40,7 @@ bench-patterns:
 	$(GO) test -run '^$$' -bench 'Overhead' -benchmem -count 3 ./lockx/lockxotel/
 	$(GO) test -run '^$$' -bench 'Quorum' -benchmem ./lockx/redislock/
 	$(GO) test -run '^$$' -bench . -benchtime 2s -count 3 ./lockx/mysqllock/
+	$(GO) test -run '^$$' -bench 'HotKey' -benchtime 4s -count 2 ./lockx/pglock/
 
 ## lint: gofmt, go vet and staticcheck over every module.
 lint:

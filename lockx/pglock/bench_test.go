@@ -175,7 +175,11 @@ func benchUncontended(b *testing.B, e *env, sessions, goroutines int) {
 // Backend as separate processes would have): handoffs per second and the
 // p99 wait for a handoff, against a raw try-lock loop that sleeps 1 ms
 // between tries; server-µs/op and client-µs/op are the server's and this
-// process's CPU per acquisition:
+// process's CPU per acquisition. Three raw rows split the cost: PostgreSQL's
+// own queue, the same with a fencing token per grant (the least a lock with
+// durable tokens does), and pglock's own handoff statements on pinned
+// connections with no Backend or Client around them (the floor of pglock's
+// design):
 //
 //	go test -run '^$' -bench HotKey -benchtime 4s ./lockx/pglock/
 func BenchmarkHotKey(b *testing.B) {
@@ -220,6 +224,140 @@ func BenchmarkHotKey(b *testing.B) {
 			b.ReportMetric(float64(waits[len(waits)/2].Microseconds())/1000, "p50-ms")
 			b.ReportMetric(float64(waits[len(waits)*99/100].Microseconds())/1000, "p99-ms")
 		}
+	}
+	if err := pglock.Migrate(context.Background(), e.pool, pglock.WithSchema(e.schema)); err != nil {
+		b.Fatal(err)
+	}
+	// pinned runs grant and release on one pinned connection per client,
+	// with settings applied first and reset before the connection goes back.
+	pinned := func(b *testing.B, settings string, grant, release func(ctx context.Context, c *pgx.Conn, i int) error) {
+		ctx := context.Background()
+		conns := make([]*pgxpool.Conn, clients)
+		for i := range conns {
+			c, err := e.pool.Acquire(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() {
+				_, _ = c.Exec(ctx, "RESET ALL")
+				c.Release()
+			}()
+			if settings != "" {
+				if _, err := c.Exec(ctx, settings); err != nil {
+					b.Fatal(err)
+				}
+			}
+			conns[i] = c
+		}
+		run(b, func(i int) func() {
+			if err := grant(ctx, conns[i].Conn(), i); err != nil {
+				b.Error(err)
+				return nil
+			}
+			return func() {
+				if err := release(ctx, conns[i].Conn(), i); err != nil {
+					b.Error(err)
+				}
+			}
+		})
+	}
+	const rawKey = 1 << 42
+	unlock := func(ctx context.Context, c *pgx.Conn, _ int) error {
+		var ok bool
+		if err := c.QueryRow(ctx, "SELECT pg_advisory_unlock($1)", rawKey).Scan(&ok); err != nil || !ok {
+			return fmt.Errorf("unlock: %v %w", ok, err)
+		}
+		return nil
+	}
+	// PostgreSQL's own queue: the fastest a handoff between sessions goes.
+	b.Run("raw-blocking", func(b *testing.B) {
+		pinned(b, "", func(ctx context.Context, c *pgx.Conn, _ int) error {
+			_, err := c.Exec(ctx, "SELECT pg_advisory_lock($1)", rawKey)
+			return err
+		}, unlock)
+	})
+	// The least a lock with durable fencing tokens does: the blocking grant
+	// draws the token in the same statement, with pglock's session settings
+	// (asynchronous commit, generic plans).
+	b.Run("raw-blocking-token", func(b *testing.B) {
+		fence := pgx.Identifier{e.schema, "lockx_fence"}.Sanitize()
+		h := pglock.HandoffFor(e.schema, "hot", nil)
+		pinned(b, h.Settings, func(ctx context.Context, c *pgx.Conn, _ int) error {
+			var token int64
+			return c.QueryRow(ctx, "SELECT CASE WHEN pg_advisory_lock($1)::text IS NOT NULL THEN nextval('"+fence+"') END", rawKey).Scan(&token)
+		}, unlock)
+	})
+	// pglock's own handoff statements on raw connections, without the
+	// Backend or the Client: the blocking grant with the fair-queue check,
+	// the wait slice, the token and the holder's row, and the release with
+	// its wait-flag test. The floor of pglock's design; the pglock rows add
+	// the client's work to it.
+	b.Run("raw-pglock-statements", func(b *testing.B) {
+		hs := make([]pglock.Handoff, clients)
+		for i := range hs {
+			hs[i] = pglock.HandoffFor(e.schema, "hot", []byte(lockx.NewOwner()))
+		}
+		pinned(b, hs[0].Settings, func(ctx context.Context, c *pgx.Conn, i int) error {
+			var token *int64
+			var ttl *int64
+			if err := c.QueryRow(ctx, hs[i].Grant, hs[i].GrantArgs...).Scan(&token, &ttl); err != nil {
+				return err
+			}
+			if token == nil {
+				return fmt.Errorf("grant refused (ttl %v)", ttl)
+			}
+			return nil
+		}, func(ctx context.Context, c *pgx.Conn, i int) error {
+			// 1: released, and a notification sent because the wait flag
+			// was taken — by a previous release whose transaction had
+			// not ended yet, as in pglock.
+			var r int64
+			if err := c.QueryRow(ctx, hs[i].Release, hs[i].ReleaseArgs...).Scan(&r); err != nil || r < 0 {
+				return fmt.Errorf("release: %d %w", r, err)
+			}
+			return nil
+		})
+	})
+	// PGLOCK_BENCH_PARTS=1 adds the handoff statements' parts one by one
+	// on top of the token row, up to everything but the holder's row:
+	// where pglock's server CPU per handoff goes.
+	if os.Getenv("PGLOCK_BENCH_PARTS") != "" {
+		n := pgx.Identifier{e.schema}.Sanitize()
+		fence := "nextval('" + n + ".lockx_fence')"
+		queued := `EXISTS (SELECT 1 FROM ` + n + `.lockx_queue WHERE hash = $1::int8 AND expires > clock_timestamp())`
+		slice := `set_config('lock_timeout', '200ms', true) IS NULL`
+		lockThenToken := `WHEN pg_advisory_lock($1::int8)::text IS NOT NULL THEN ` + fence + ` END`
+		lockSliceToken := `WHEN pg_advisory_lock($1::int8)::text IS NOT NULL AND set_config('lock_timeout', '0', true) IS NOT NULL THEN ` + fence + ` END`
+		all := `SELECT CASE WHEN ` + queued + ` THEN NULL WHEN ` + slice + ` THEN NULL ` + lockSliceToken
+		cte := `WITH g AS MATERIALIZED (` + all + ` AS token)
+SELECT g.token, CASE WHEN g.token IS NULL THEN (SELECT 0::int8 FROM ` + n + `.lockx_held h WHERE h.hash = $1::int8) END FROM g`
+		flagRelease := `SELECT CASE WHEN NOT pg_advisory_unlock($1::int8) THEN -1
+	WHEN pg_try_advisory_xact_lock(12345::int4, 678::int4) THEN 0
+	ELSE 1 + length(pg_notify('lockx_bench', 'x')::text) END::int8`
+		settings := pglock.HandoffFor(e.schema, "hot", nil).Settings
+		grant := func(q string) func(ctx context.Context, c *pgx.Conn, _ int) error {
+			return func(ctx context.Context, c *pgx.Conn, _ int) error {
+				rows, err := c.Query(ctx, q, rawKey)
+				if err != nil {
+					return err
+				}
+				rows.Close()
+				return rows.Err()
+			}
+		}
+		release := func(ctx context.Context, c *pgx.Conn, _ int) error {
+			_, err := c.Exec(ctx, flagRelease, rawKey)
+			return err
+		}
+		for _, part := range []struct{ name, grant string }{
+			{"slice", `SELECT CASE WHEN ` + slice + ` THEN NULL ` + lockSliceToken},
+			{"fair-check", `SELECT CASE WHEN ` + queued + ` THEN NULL ` + lockThenToken},
+			{"slice+fair-check", all},
+			{"slice+fair-check+cte", cte},
+		} {
+			b.Run("raw-token+"+part.name, func(b *testing.B) { pinned(b, settings, grant(part.grant), unlock) })
+		}
+		b.Run("raw-token+slice+fair-check+cte+flag", func(b *testing.B) { pinned(b, settings, grant(cte), release) })
 	}
 	b.Run("raw-trylock-sleep1ms", func(b *testing.B) {
 		conns := make([]*pgxpool.Conn, clients)

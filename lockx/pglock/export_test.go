@@ -1,6 +1,9 @@
 package pglock
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // WithWaitSlice sets how long one blocking acquisition on a wait session
 // waits before it is retried (tests only; default 200 ms).
@@ -27,4 +30,31 @@ func (b *Backend) Connected() (holder, wait int, listening bool) {
 	b.lst.mu.Lock()
 	defer b.lst.mu.Unlock()
 	return holder, wait, b.lst.listening
+}
+
+// Handoff is what a hot key's handoff sends on a wait session, without the
+// Backend around it: the session settings, the blocking grant and the
+// release statements for schema, and their arguments for key and owner
+// (the Backend's defaults: namespace, a one-minute lease, the wait slice).
+// BenchmarkHotKey runs it on raw connections as the floor of pglock's own
+// design.
+type Handoff struct {
+	Settings, Grant, Release string
+	GrantArgs, ReleaseArgs   []any
+}
+
+// HandoffFor returns the Handoff of key and owner in schema.
+func HandoffFor(schema, key string, owner []byte) Handoff {
+	n := newNames(schema)
+	st := n.statements()
+	hash := keyHash(defaultConfig().namespace, key)
+	w1, w2 := waitFlag(hash)
+	return Handoff{
+		Settings: sessionSettings,
+		Grant:    st[stAcquireWait],
+		Release:  st[stRelease],
+		GrantArgs: []any{hash, []byte(key), owner, ms(time.Minute),
+			strconv.FormatInt(ms(defaultWaitSlice), 10) + "ms"},
+		ReleaseArgs: []any{hash, owner, w1, w2, n.channel, strconv.FormatInt(hash, 10)},
+	}
 }
