@@ -318,6 +318,26 @@ func BenchmarkHotKey(b *testing.B) {
 			return nil
 		})
 	})
+	// TxLock: the lock in the caller's transaction, released by its commit
+	// (BEGIN, TxLock, COMMIT, with the server's default synchronous commit;
+	// a real transaction would write between the last two).
+	b.Run("pglock-TxLock", func(b *testing.B) {
+		txs := make([]pgx.Tx, clients)
+		pinned(b, "", func(ctx context.Context, c *pgx.Conn, i int) error {
+			tx, err := c.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			if _, err := pglock.TxLock(ctx, tx, "hot", pglock.WithSchema(e.schema)); err != nil {
+				_ = tx.Rollback(ctx)
+				return err
+			}
+			txs[i] = tx
+			return nil
+		}, func(ctx context.Context, _ *pgx.Conn, i int) error {
+			return txs[i].Commit(ctx)
+		})
+	})
 	// PGLOCK_BENCH_PARTS=1 adds the handoff statements' parts one by one
 	// on top of the token row, up to everything but the holder's row:
 	// where pglock's server CPU per handoff goes.
