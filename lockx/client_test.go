@@ -210,7 +210,11 @@ func TestWatchdogWokenOnlyForEarlierRenewals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(20 * time.Millisecond) // the loop is asleep until first's renewal
+	for deadline := time.Now().Add(5 * time.Second); !lockx.WatchdogAsleep(c); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the watchdog loop never went to sleep")
+		}
+	}
 	base := lockx.WatchdogKicks(c)
 	for i := 0; i < 200; i++ {
 		l, err := c.Acquire(ctx, fmt.Sprintf("later-%d", i), lockx.WithWatchdog(time.Minute))
@@ -224,11 +228,11 @@ func TestWatchdogWokenOnlyForEarlierRenewals(t *testing.T) {
 	if n := lockx.WatchdogKicks(c) - base; n > 0 {
 		t.Fatalf("200 locks renewed after the first woke the watchdog %d times", n)
 	}
-	short, err := c.Acquire(ctx, "short", lockx.WithWatchdog(300*time.Millisecond))
+	short, err := c.Acquire(ctx, "short", lockx.WithWatchdog(600*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(700 * time.Millisecond) // two renewal periods, past the first lease
+	time.Sleep(1300 * time.Millisecond) // past two leases: renewed, or lost
 	if n := lockx.WatchdogKicks(c) - base; n == 0 {
 		t.Fatal("a lock due before the watchdog's wake-up did not wake it")
 	}
