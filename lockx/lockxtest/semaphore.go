@@ -308,7 +308,15 @@ func (s *suite) testSemShrinkWaiter(t *testing.T) {
 	sem := s.sem(t, k, 2)
 	a := mustPermit(t)(sem.TryAcquire(ctx))
 	b := mustPermit(t)(sem.TryAcquire(ctx))
-	got := acquireLater(t, ctx, sem)
+	// The limit travels with each attempt, so an attempt in flight across
+	// SetLimit may still be decided under 2 (on etcd an attempt is several
+	// round trips): the waiter retries only when woken, or after a second,
+	// so that once queued it has nothing in flight when the limit changes
+	// — and a backend that hands permits to queued waiters sees the entry
+	// it queued under 2.
+	got := later(t, func() (*semaphore.Permit, error) {
+		return sem.Acquire(ctx, lockx.WithBackoff(time.Second, time.Second))
+	})
 	time.Sleep(200 * time.Millisecond) // queued with the limit 2
 	if err := sem.SetLimit(1); err != nil {
 		t.Fatal(err)
