@@ -54,7 +54,7 @@ func (w *watchdog) add(h *hold) {
 	}
 	if !w.wakeAt.IsZero() {
 		h.mu.Lock()
-		wake := h.nextRenew.Add(-h.lease / batchWindow) // as collect schedules it
+		wake := renewWake(h)
 		h.mu.Unlock()
 		if !wake.Before(w.wakeAt) {
 			return
@@ -88,6 +88,11 @@ func (w *watchdog) stop() {
 // time is what makes batches: locks taken a few milliseconds apart would
 // otherwise each get a round trip of their own in every period.
 const batchWindow = 12
+
+// renewWake is when the loop wakes for h's renewal: one window before it is
+// due (collect then renews it with every lock due within the next window).
+// Callers hold h.mu.
+func renewWake(h *hold) time.Time { return h.nextRenew.Add(-h.lease / batchWindow) }
 
 func (w *watchdog) loop() {
 	defer w.wg.Done()
@@ -133,15 +138,15 @@ func (w *watchdog) collect(now time.Time) (due []*hold, wait time.Duration, ok b
 	for h := range w.set {
 		h.mu.Lock()
 		left := h.nextRenew.Sub(now)
-		window := h.lease / batchWindow
+		until := renewWake(h).Sub(now)
 		switch {
 		case h.renewing: // its group's call has not returned yet
-		case left <= 2*window:
+		case left <= 2*(h.lease/batchWindow):
 			h.renewing = true
 			h.renewFrom = now
 			due = append(due, h)
-		case left-window < wait:
-			wait = left - window
+		case until < wait:
+			wait = until
 		}
 		h.mu.Unlock()
 	}
