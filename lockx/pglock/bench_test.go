@@ -269,6 +269,10 @@ func BenchmarkHotKey(b *testing.B) {
 		}
 		return nil
 	}
+	// Shared by the raw rows that use pglock's schema and session settings.
+	schema := pgx.Identifier{e.schema}.Sanitize()
+	settings := pglock.HandoffFor(e.schema, "hot", nil).Settings
+	lockThenToken := `WHEN pg_advisory_lock($1::int8)::text IS NOT NULL THEN nextval('` + schema + `.lockx_fence') END`
 	// PostgreSQL's own queue: the fastest a handoff between sessions goes.
 	b.Run("raw-blocking", func(b *testing.B) {
 		pinned(b, "", func(ctx context.Context, c *pgx.Conn, _ int) error {
@@ -280,11 +284,9 @@ func BenchmarkHotKey(b *testing.B) {
 	// draws the token in the same statement, with pglock's session settings
 	// (asynchronous commit, generic plans).
 	b.Run("raw-blocking-token", func(b *testing.B) {
-		fence := pgx.Identifier{e.schema, "lockx_fence"}.Sanitize()
-		h := pglock.HandoffFor(e.schema, "hot", nil)
-		pinned(b, h.Settings, func(ctx context.Context, c *pgx.Conn, _ int) error {
+		pinned(b, settings, func(ctx context.Context, c *pgx.Conn, _ int) error {
 			var token int64
-			return c.QueryRow(ctx, "SELECT CASE WHEN pg_advisory_lock($1)::text IS NOT NULL THEN nextval('"+fence+"') END", rawKey).Scan(&token)
+			return c.QueryRow(ctx, "SELECT CASE "+lockThenToken, rawKey).Scan(&token)
 		}, unlock)
 	})
 	// pglock's own handoff statements on raw connections, without the
@@ -297,7 +299,7 @@ func BenchmarkHotKey(b *testing.B) {
 		for i := range hs {
 			hs[i] = pglock.HandoffFor(e.schema, "hot", []byte(lockx.NewOwner()))
 		}
-		pinned(b, hs[0].Settings, func(ctx context.Context, c *pgx.Conn, i int) error {
+		pinned(b, settings, func(ctx context.Context, c *pgx.Conn, i int) error {
 			var token *int64
 			var ttl *int64
 			if err := c.QueryRow(ctx, hs[i].Grant, hs[i].GrantArgs...).Scan(&token, &ttl); err != nil {
@@ -342,19 +344,15 @@ func BenchmarkHotKey(b *testing.B) {
 	// on top of the token row, up to everything but the holder's row:
 	// where pglock's server CPU per handoff goes.
 	if os.Getenv("PGLOCK_BENCH_PARTS") != "" {
-		n := pgx.Identifier{e.schema}.Sanitize()
-		fence := "nextval('" + n + ".lockx_fence')"
-		queued := `EXISTS (SELECT 1 FROM ` + n + `.lockx_queue WHERE hash = $1::int8 AND expires > clock_timestamp())`
+		queued := `EXISTS (SELECT 1 FROM ` + schema + `.lockx_queue WHERE hash = $1::int8 AND expires > clock_timestamp())`
 		slice := `set_config('lock_timeout', '200ms', true) IS NULL`
-		lockThenToken := `WHEN pg_advisory_lock($1::int8)::text IS NOT NULL THEN ` + fence + ` END`
-		lockSliceToken := `WHEN pg_advisory_lock($1::int8)::text IS NOT NULL AND set_config('lock_timeout', '0', true) IS NOT NULL THEN ` + fence + ` END`
+		lockSliceToken := `WHEN pg_advisory_lock($1::int8)::text IS NOT NULL AND set_config('lock_timeout', '0', true) IS NOT NULL THEN nextval('` + schema + `.lockx_fence') END`
 		all := `SELECT CASE WHEN ` + queued + ` THEN NULL WHEN ` + slice + ` THEN NULL ` + lockSliceToken
 		cte := `WITH g AS MATERIALIZED (` + all + ` AS token)
-SELECT g.token, CASE WHEN g.token IS NULL THEN (SELECT 0::int8 FROM ` + n + `.lockx_held h WHERE h.hash = $1::int8) END FROM g`
+SELECT g.token, CASE WHEN g.token IS NULL THEN (SELECT 0::int8 FROM ` + schema + `.lockx_held h WHERE h.hash = $1::int8) END FROM g`
 		flagRelease := `SELECT CASE WHEN NOT pg_advisory_unlock($1::int8) THEN -1
 	WHEN pg_try_advisory_xact_lock(12345::int4, 678::int4) THEN 0
 	ELSE 1 + length(pg_notify('lockx_bench', 'x')::text) END::int8`
-		settings := pglock.HandoffFor(e.schema, "hot", nil).Settings
 		grant := func(q string) func(ctx context.Context, c *pgx.Conn, _ int) error {
 			return func(ctx context.Context, c *pgx.Conn, _ int) error {
 				rows, err := c.Query(ctx, q, rawKey)
@@ -380,30 +378,15 @@ SELECT g.token, CASE WHEN g.token IS NULL THEN (SELECT 0::int8 FROM ` + n + `.lo
 		b.Run("raw-token+slice+fair-check+cte+flag", func(b *testing.B) { pinned(b, settings, grant(cte), release) })
 	}
 	b.Run("raw-trylock-sleep1ms", func(b *testing.B) {
-		conns := make([]*pgxpool.Conn, clients)
-		for i := range conns {
-			c, err := e.pool.Acquire(context.Background())
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer c.Release()
-			conns[i] = c
-		}
-		const key = 1 << 41
-		run(b, func(i int) func() {
-			ctx := context.Background()
+		pinned(b, "", func(ctx context.Context, c *pgx.Conn, _ int) error {
 			for {
 				var ok bool
-				if err := conns[i].QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", key).Scan(&ok); err != nil {
-					b.Error(err)
-					return nil
-				}
-				if ok {
-					return func() { _, _ = conns[i].Exec(ctx, "SELECT pg_advisory_unlock($1)", key) }
+				if err := c.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", rawKey).Scan(&ok); err != nil || ok {
+					return err
 				}
 				time.Sleep(time.Millisecond)
 			}
-		})
+		}, unlock)
 	})
 	for _, fair := range []bool{false, true} {
 		b.Run(fmt.Sprintf("pglock-fair=%v", fair), func(b *testing.B) {
