@@ -10,12 +10,14 @@ MODULES = $(patsubst %/go.mod,%,$(shell find . -name go.mod -not -path '*/testda
 .DEFAULT_GOAL := test
 .PHONY: test services bench bench-patterns lint fmt faults
 
-## test: the whole suite, unit and integration, race detector on.
+## test: the whole suite, unit and integration, race detector on. The
+## browser and fuzzing runs use -race too, so that they reuse the first run's
+## compiled packages (without it a cold build compiles every dependency twice).
 test: services
 	$(GO) test -race -count=1 -timeout 9m ./...
 	cd lockx/etcdlock && $(GO) test -race -count=1 -timeout 5m ./...
-	$(GO) test -count=1 -timeout 3m -tags browser -run PageInBrowser ./examples/seckill/shop/
-	LOCKX_FUZZTIME=3s $(GO) test -count=1 -timeout 5m -run '^TestFaultFuzz$$' ./faults/
+	$(GO) test -race -count=1 -timeout 3m -tags browser -run PageInBrowser ./examples/seckill/shop/
+	LOCKX_FUZZTIME=3s $(GO) test -race -count=1 -timeout 5m -run '^TestFaultFuzz$$' ./faults/
 
 ## services: install/start Redis, PostgreSQL and MariaDB as needed.
 services:
