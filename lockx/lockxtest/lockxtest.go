@@ -89,14 +89,39 @@ func (s *suite) client(t *testing.T, opts ...lockx.Option) *lockx.Client {
 // a grant or permit, or nil after an error, which fails t.
 func later[T any](t *testing.T, get func() (*T, error)) <-chan *T {
 	got := make(chan *T, 1)
+	report := reporter(t)
 	go func() {
 		v, err := get()
 		if err != nil {
-			t.Error(err)
+			report(err)
 		}
 		got <- v
 	}()
 	return got
+}
+
+// reporter returns t.Error for a goroutine that a test may end without
+// waiting for (it failed first, e.g. with t.Fatal, while the goroutine still
+// waited for a lock). Once the test's cleanups have begun — in particular
+// the ones that cancel ctxT's contexts, registered before reporter was
+// called — a report is dropped: testing panics on a t.Error after the test
+// has ended, which would hide the test's own failure and stop the package.
+func reporter(t *testing.T) func(args ...any) {
+	var mu sync.Mutex
+	ended := false
+	t.Cleanup(func() {
+		mu.Lock()
+		ended = true
+		mu.Unlock()
+	})
+	return func(args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !ended {
+			t.Helper()
+			t.Error(args...)
+		}
+	}
 }
 
 // served waits up to 5 s for the waiter started by later to be served and
@@ -434,14 +459,17 @@ func (s *suite) testLeaseExpires(t *testing.T) {
 func (s *suite) testLostWhenTakenAway(t *testing.T) {
 	k := key(t)
 	c := s.client(t)
-	l := mustAcquire(t, c, ctxT(t, 5*time.Second), k, lockx.WithWatchdog(300*time.Millisecond))
 	b := s.newBackend(t)
 	t.Cleanup(func() { _ = b.Close() })
+	// The lease is long enough that a renewal delayed by a loaded machine
+	// does not let it lapse before the force-unlock below (which would
+	// then rightly find nothing held); Lost follows at a renewal.
+	l := mustAcquire(t, c, ctxT(t, 10*time.Second), k, lockx.WithWatchdog(2*time.Second))
 	// An operator's force-unlock: the lock is gone behind the holder's back.
 	if err := b.Release(ctxT(t, 5*time.Second), k, l.Owner()); err != nil {
 		t.Fatalf("force release: %v", err)
 	}
-	if !closedWithin(l.Lost(), 2*time.Second) {
+	if !closedWithin(l.Lost(), 5*time.Second) {
 		t.Fatal("Lost did not fire after the lease was taken away")
 	}
 	if !errors.Is(context.Cause(l.Context()), lockx.ErrLost) {
@@ -486,14 +514,10 @@ func (s *suite) testWaiterAcquires(t *testing.T) {
 	k := key(t)
 	c1, c2 := s.client(t), s.client(t)
 	l := mustAcquire(t, c1, ctxT(t, 5*time.Second), k)
-	got := make(chan *lockx.Lock, 1)
-	go func() {
-		l2, err := c2.Acquire(ctxT(t, 10*time.Second), k, lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l2
-	}()
+	ctx := ctxT(t, 10*time.Second)
+	got := later(t, func() (*lockx.Lock, error) {
+		return c2.Acquire(ctx, k, lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
+	})
 	time.Sleep(100 * time.Millisecond)
 	select {
 	case <-got:
@@ -524,10 +548,11 @@ func (s *suite) testWakeUp(t *testing.T) {
 		}
 		l := mustAcquire(t, c1, ctxT(t, 5*time.Second), k, opts...)
 		got := make(chan time.Time, 1)
+		ctx, report := ctxT(t, 30*time.Second), reporter(t)
 		go func() {
-			l2, err := c2.Acquire(ctxT(t, 30*time.Second), k, opts...)
+			l2, err := c2.Acquire(ctx, k, opts...)
 			if err != nil {
-				t.Error(err)
+				report(err)
 				got <- time.Time{}
 				return
 			}
@@ -736,6 +761,21 @@ func (s *suite) testBadInput(t *testing.T) {
 	}
 	if err := closed.Close(); err != nil {
 		t.Errorf("second Close = %v", err)
+	}
+	// A backend closed under a Client (another Client's Close closes its
+	// backend) never grants again: Acquire must say so at once, not retry
+	// until its context ends. A backend whose Close stops only helpers, its
+	// state living on (memlock), may go on granting.
+	b := s.newBackend(t)
+	_ = b.Close()
+	over := lockx.New(b)
+	if l, err := over.Acquire(ctxT(t, 5*time.Second), key(t)); err == nil {
+		mustRelease(t, l)
+	} else if !errors.Is(err, lockx.ErrClosed) {
+		t.Errorf("Acquire over a closed backend = %v, want ErrClosed (or a grant)", err)
+	}
+	if err := over.Close(); err != nil {
+		t.Errorf("Close of a Client over a closed backend = %v", err)
 	}
 }
 

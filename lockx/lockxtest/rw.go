@@ -404,11 +404,11 @@ func (s *suite) testRWWakeUp(t *testing.T) {
 	w := mustGrant(t)(s.rw(t).Lock(ctx, k, opts...))
 	rgot := make(chan *lockx.Grant, 2)
 	for i := 0; i < 2; i++ {
-		rw := s.rw(t)
+		rw, report := s.rw(t), reporter(t)
 		go func() {
 			r, err := rw.RLock(ctx, k, opts...)
 			if err != nil {
-				t.Error(err)
+				report(err)
 			}
 			rgot <- r
 		}()
