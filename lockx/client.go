@@ -435,10 +435,11 @@ func (c *Client) obtain(ctx context.Context, ops *GrantOps, req Request, cfg *co
 			}
 			return res, start, nil
 		}
-		if err != nil && (errors.Is(err, ErrUpgrade) || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrCircuitOpen)) {
+		if err != nil && (errors.Is(err, ErrUpgrade) || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrCircuitOpen) || errors.Is(err, ErrClosed)) {
 			// A verdict, not an unknown outcome: no retry. An open circuit
 			// breaker means the attempt never reached the backend; waiting
-			// would only pile callers up behind it.
+			// would only pile callers up behind it. A closed backend never
+			// grants again.
 			unwatch()
 			giveUp(req.Wait)
 			return Result{}, start, err

@@ -25,8 +25,11 @@ var (
 	// ErrUnavailable reports that the backend could not be reached or did not
 	// answer. lockx fails closed: an unavailable backend never grants a lock.
 	ErrUnavailable = errors.New("lockx: backend unavailable")
-	// ErrClosed reports use of a Client after Close.
-	ErrClosed = errors.New("lockx: client closed")
+	// ErrClosed reports use of a Client after Close, or of a backend after
+	// its Close (which a Client's Close calls). Backends return an error
+	// matching it for calls after their Close, and a Client's Acquire gives
+	// up on it at once: a closed backend never grants again.
+	ErrClosed = errors.New("lockx: closed")
 	// ErrInvalidArgument is matched (errors.Is) by every *ArgError.
 	ErrInvalidArgument = errors.New("lockx: invalid argument")
 )

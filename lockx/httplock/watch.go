@@ -82,7 +82,7 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 		b.mu.Unlock()
 		res.Body.Close()
 		stop()
-		return nil, nil, lockx.Unavailable("watch", errors.New("httplock: backend closed"))
+		return nil, nil, lockx.Unavailable("watch", fmt.Errorf("httplock: backend closed: %w", lockx.ErrClosed))
 	}
 	b.wg.Add(1)
 	b.mu.Unlock()

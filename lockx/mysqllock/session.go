@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"sync"
 	"time"
@@ -64,6 +65,9 @@ func (g *grant) lost() {
 		go fn()
 	}
 }
+
+// errClosed is the cause of every call after Close.
+var errClosed = fmt.Errorf("mysqllock: backend closed: %w", lockx.ErrClosed)
 
 var (
 	_ lockx.Backend      = (*Backend)(nil)
@@ -149,7 +153,7 @@ func (b *Backend) ready(ctx context.Context) error {
 	closed := b.closed
 	b.mu.Unlock()
 	if closed {
-		return lockx.Unavailable("mysqllock", errors.New("backend closed"))
+		return lockx.Unavailable("mysqllock", errClosed)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -173,7 +177,7 @@ func (b *Backend) connect(ctx context.Context, s *slot) error {
 		b.mu.Unlock()
 		discard(c)
 		s.conn = nil
-		return lockx.Unavailable("connect", errors.New("backend closed"))
+		return lockx.Unavailable("connect", errClosed)
 	}
 	if !b.started {
 		b.started = true // the health check runs from the first pinned session on

@@ -78,7 +78,7 @@ func (b *TableBackend) ready(ctx context.Context) error {
 	closed := b.closed
 	b.mu.Unlock()
 	if closed {
-		return lockx.Unavailable("mysqllock", errors.New("backend closed"))
+		return lockx.Unavailable("mysqllock", errClosed)
 	}
 	if err := ctx.Err(); err != nil {
 		return err

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lockx-go/lockx/lockx"
 )
 
 // A session is one pinned pool connection that holds advisory locks for
@@ -99,7 +101,7 @@ func (r result) val(i int) int64 {
 
 var (
 	errSessionLost = errors.New("pglock: holder session lost")
-	errClosed      = errors.New("pglock: backend closed")
+	errClosed      = fmt.Errorf("pglock: backend closed: %w", lockx.ErrClosed)
 	errKilled      = errors.New("pglock: session closed after a failed release")
 )
 

@@ -3,6 +3,7 @@ package redislock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"strconv"
@@ -39,7 +40,7 @@ const (
 	healthInterval = 5 * time.Second
 )
 
-var errClosed = errors.New("redislock: backend closed")
+var errClosed = fmt.Errorf("redislock: backend closed: %w", lockx.ErrClosed)
 
 type notifier struct {
 	b      *Backend

@@ -179,8 +179,8 @@ func (b *Backend) begin(ctx context.Context, e *entry, req lockx.Request) (start
 	if err := ctx.Err(); err != nil {
 		return start, 0, res, true, lockx.Unavailable("acquire", err)
 	}
-	if !b.isLive() {
-		return start, 0, res, true, lockx.Unavailable("acquire", ErrNoSession)
+	if err := b.noSession(); err != nil {
+		return start, 0, res, true, lockx.Unavailable("acquire", err)
 	}
 	queueTTL = req.QueueTTL
 	if queueTTL <= 0 {

@@ -16,7 +16,8 @@ import (
 
 // ErrNoSession reports a call made while the Backend has no live ZooKeeper
 // session (disconnected: Curator's SUSPENDED, or between an expiry and the
-// next session). It matches lockx.ErrUnavailable.
+// next session). It matches lockx.ErrUnavailable. After Close, calls fail
+// with an error matching lockx.ErrClosed instead.
 var ErrNoSession = errors.New("zklock: no zookeeper session")
 
 // Backend is a lockx.Backend on ZooKeeper. It implements lockx.Notifier and
@@ -90,7 +91,7 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Backend, erro
 	close(b.ready)
 	wctx, cancel := context.WithTimeout(ctx, cfg.connectTimeout)
 	defer cancel()
-	for !b.isLive() {
+	for b.noSession() != nil {
 		select {
 		case <-wctx.Done():
 			conn.Close()
@@ -145,10 +146,27 @@ func (b *Backend) SessionTimeout() time.Duration {
 // SessionID returns the id of the current ZooKeeper session (0 without one).
 func (b *Backend) SessionID() int64 { return b.conn.SessionID() }
 
-func (b *Backend) isLive() bool {
+// errClosed is the cause of every call after Close.
+var errClosed = fmt.Errorf("zklock: backend closed: %w", lockx.ErrClosed)
+
+// noSession returns nil while the Backend has a live session, errClosed
+// after Close and ErrNoSession otherwise.
+func (b *Backend) noSession() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.live && !b.closed
+	return b.noSessionLocked(b.live)
+}
+
+// noSessionLocked is noSession with b.mu held, for liveness live read
+// under the same lock.
+func (b *Backend) noSessionLocked(live bool) error {
+	switch {
+	case b.closed:
+		return errClosed
+	case !live:
+		return ErrNoSession
+	}
+	return nil
 }
 
 // ensurePath creates path and its missing parents as persistent znodes.

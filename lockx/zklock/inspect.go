@@ -18,8 +18,8 @@ func (b *Backend) Locks(ctx context.Context, prefix string, fn func(lockx.LockIn
 	if err := ctx.Err(); err != nil {
 		return lockx.Unavailable("locks", err)
 	}
-	if !b.isLive() {
-		return lockx.Unavailable("locks", ErrNoSession)
+	if err := b.noSession(); err != nil {
+		return lockx.Unavailable("locks", err)
 	}
 	dirs, _, err := b.conn.Children(b.root + "/" + kindLock.dir)
 	if errors.Is(err, zk.ErrNoNode) {
@@ -62,8 +62,8 @@ func (b *Backend) Lock(ctx context.Context, key string) (lockx.LockInfo, error) 
 	if err := ctx.Err(); err != nil {
 		return lockx.LockInfo{}, lockx.Unavailable("lock", err)
 	}
-	if !b.isLive() {
-		return lockx.LockInfo{}, lockx.Unavailable("lock", ErrNoSession)
+	if err := b.noSession(); err != nil {
+		return lockx.LockInfo{}, lockx.Unavailable("lock", err)
 	}
 	dir := b.dirOf(kindLock, key)
 	for look := 0; look < 4; look++ {

@@ -75,7 +75,7 @@ func (b *Backend) extend(ctx context.Context, k *kind, key string, owner lockx.O
 // ends the hold (loss callbacks run) with ErrNotHeld.
 func (b *Backend) checkHeld(ctx context.Context, e *entry, op string) (string, error) {
 	b.mu.Lock()
-	held, p, live := e.held, e.path, b.live
+	held, p, noSession := e.held, e.path, b.noSessionLocked(b.live)
 	b.mu.Unlock()
 	if !held {
 		return "", lockx.ErrNotHeld
@@ -83,8 +83,8 @@ func (b *Backend) checkHeld(ctx context.Context, e *entry, op string) (string, e
 	if err := ctx.Err(); err != nil {
 		return "", lockx.Unavailable(op, err)
 	}
-	if !live {
-		return "", lockx.Unavailable(op, ErrNoSession)
+	if noSession != nil {
+		return "", lockx.Unavailable(op, noSession)
 	}
 	ok, _, err := b.conn.Exists(p)
 	if err != nil {
@@ -139,8 +139,8 @@ func (b *Backend) release(ctx context.Context, k *kind, key string, owner lockx.
 	if err := checkKeyOwner(key, owner); err != nil {
 		return err
 	}
-	if !b.isLive() {
-		return lockx.Unavailable("release", ErrNoSession)
+	if err := b.noSession(); err != nil {
+		return lockx.Unavailable("release", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return lockx.Unavailable("release", err)

@@ -406,8 +406,8 @@ func (b *Backend) Permits(ctx context.Context, key string) (lockx.PermitUsage, e
 	if err := ctx.Err(); err != nil {
 		return lockx.PermitUsage{}, lockx.Unavailable("permits", err)
 	}
-	if !b.isLive() {
-		return lockx.PermitUsage{}, lockx.Unavailable("permits", ErrNoSession)
+	if err := b.noSession(); err != nil {
+		return lockx.PermitUsage{}, lockx.Unavailable("permits", err)
 	}
 	children, _, err := b.conn.Children(b.dirOf(kindSem, key))
 	if errors.Is(err, zk.ErrNoNode) {

@@ -94,9 +94,12 @@ func Kleppmann(t *testing.T, server Server, stores []Store) {
 			if lb == nil {
 				lb = memlock.New()
 			}
+			// One Client for every try: its Close closes lb.
+			locks := lockx.New(lb)
+			defer locks.Close()
 			// A must stamp its request before its lease runs out; on a
 			// machine too busy for that, try again with a longer lease.
-			for lease := 250 * time.Millisecond; !runKleppmann(t, srv.URL, docs, lb, lease, st.Protects); lease *= 4 {
+			for lease := 250 * time.Millisecond; !runKleppmann(t, srv.URL, docs, locks, lease, st.Protects); lease *= 4 {
 				if lease >= 4*time.Second {
 					t.Fatalf("A's lease of %v ran out before A could send its write", lease)
 				}
@@ -129,10 +132,8 @@ func (s *stall) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // runKleppmann runs the scenario once; it returns false, having checked
 // nothing, if A's lease ran out before A's write got as far as its pause.
-func runKleppmann(t *testing.T, url string, docs *Docs, lb lockx.Backend, lease time.Duration, protects bool) bool {
+func runKleppmann(t *testing.T, url string, docs *Docs, locks *lockx.Client, lease time.Duration, protects bool) bool {
 	ctx := context.Background()
-	locks := lockx.New(lb)
-	defer locks.Close()
 	id := RandomID()
 	key := "docs/" + id
 
