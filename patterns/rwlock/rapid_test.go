@@ -122,7 +122,8 @@ func rapidRW(t *rapid.T, newBackend func() lockx.Backend, strict bool) {
 			}
 			for _, h := range holds {
 				if h.CertainlyLive(after) && (write || h.write) {
-					t.Fatalf("granted write=%v beside a live hold write=%v of client %d", write, h.write, h.client)
+					t.Fatalf("granted write=%v (token %d) beside a live hold write=%v of client %d (token %d, lease %v, granted %v ago; its context: %v)",
+						write, g.Token(), h.write, h.client, h.g.Token(), h.Lease.Lease, after.Sub(h.Start), context.Cause(h.g.Context()))
 				}
 			}
 			holds = append(holds, &rapidHold{client: i, write: write, g: g, Lease: backendtest.Lease{Lease: lease, Start: before, End: after}})
