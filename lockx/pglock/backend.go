@@ -88,8 +88,14 @@ type hold struct {
 	timer    *time.Timer
 	gone     bool // released, expired or lost
 	reaping  bool
-	loss     map[int]func()
-	lossSeq  int
+	// unlockAfterReap: a read/write hold released or revoked while its reap
+	// was in flight. The reap's statement decides alone: it unlocks, or
+	// keeps the hold (extended through another Backend) and then the
+	// unlock goes out after it. A second unlock would free another owner's
+	// reference, advisory locks counting per session.
+	unlockAfterReap bool
+	loss            map[int]func()
+	lossSeq         int
 }
 
 func (h *hold) remaining(now time.Time) time.Duration { return max(h.deadline.Sub(now), 0) }

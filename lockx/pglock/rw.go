@@ -625,6 +625,10 @@ func (b *Backend) extendRWHold(ctx context.Context, h *hold, m int64, lease time
 // b.mu.
 func (b *Backend) rwEndLocked(h *hold, m int64) {
 	b.lose(h)
+	if h.reaping {
+		h.unlockAfterReap = true // the reap's outcome decides (rwExpire)
+		return
+	}
 	others := b.rwForgetLocked(h, m)
 	b.rwReleaseOp(h, m, others, false, nil)
 }
@@ -689,6 +693,14 @@ func (b *Backend) ReleaseRW(ctx context.Context, mode lockx.RWMode, key string, 
 		h.gone = true
 		h.timer.Stop()
 		h.loss = nil
+		if h.reaping {
+			// Its lease timer's unlock is in flight on the session; the
+			// reap's outcome decides (rwExpire), so that the lock is
+			// unlocked once.
+			h.unlockAfterReap = true
+			b.mu.Unlock()
+			return nil
+		}
 		others := b.rwForgetLocked(h, m)
 		ch := make(chan result, 1)
 		s := h.sess
@@ -739,15 +751,21 @@ func (b *Backend) rwExpire(h *hold) {
 		defer b.mu.Unlock()
 		h.reaping = false
 		switch {
-		case h.gone:
 		case r.err != nil:
+			// Whether it unlocked is unknown: only ending the session
+			// frees the lock without freeing another owner's.
 			if !h.sess.isDead() {
 				h.sess.kill()
 			}
-		case r.val(0) > 0: // extended through another Backend
+		case r.val(0) > 0 && h.unlockAfterReap:
+			// Kept by the server's clock, but released or revoked here
+			// meanwhile: its unlock goes out now.
+			b.rwReleaseOp(h, m, b.rwForgetLocked(h, m), false, nil)
+		case r.val(0) > 0 && !h.gone: // extended through another Backend
 			d := time.Duration(r.val(0)) * time.Millisecond
 			h.deadline = time.Now().Add(d)
 			h.timer.Reset(d)
+		case r.val(0) > 0: // lost with its session, or closed
 		default:
 			b.lose(h)
 			b.rwForgetLocked(h, m)
