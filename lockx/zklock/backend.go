@@ -154,16 +154,15 @@ var errClosed = fmt.Errorf("zklock: backend closed: %w", lockx.ErrClosed)
 func (b *Backend) noSession() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.noSessionLocked(b.live)
+	return b.noSessionLocked()
 }
 
-// noSessionLocked is noSession with b.mu held, for liveness live read
-// under the same lock.
-func (b *Backend) noSessionLocked(live bool) error {
+// noSessionLocked is noSession for callers that hold b.mu.
+func (b *Backend) noSessionLocked() error {
 	switch {
 	case b.closed:
 		return errClosed
-	case !live:
+	case !b.live:
 		return ErrNoSession
 	}
 	return nil

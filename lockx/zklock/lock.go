@@ -75,7 +75,7 @@ func (b *Backend) extend(ctx context.Context, k *kind, key string, owner lockx.O
 // ends the hold (loss callbacks run) with ErrNotHeld.
 func (b *Backend) checkHeld(ctx context.Context, e *entry, op string) (string, error) {
 	b.mu.Lock()
-	held, p, noSession := e.held, e.path, b.noSessionLocked(b.live)
+	held, p, noSession := e.held, e.path, b.noSessionLocked()
 	b.mu.Unlock()
 	if !held {
 		return "", lockx.ErrNotHeld
