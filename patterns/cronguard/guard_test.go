@@ -80,8 +80,10 @@ func (l listSchedule) Next(t time.Time) time.Time {
 func TestTriggerIsNearest(t *testing.T) {
 	t.Parallel()
 	locks := newLocks(t)
-	day := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC) // a Friday
-	// Weekdays at 9:00: irregular gaps.
+	// 9:00 today, whatever day the test runs: the claimer measures the
+	// schedule, so the list must still have triggers ahead of the real clock.
+	day := time.Now().UTC().Truncate(24 * time.Hour).Add(9 * time.Hour)
+	// Weekdays at 9:00, day playing the Friday: irregular gaps.
 	weekdays := listSchedule{day.AddDate(0, 0, -1), day, day.AddDate(0, 0, 3), day.AddDate(0, 0, 4), day.AddDate(0, 0, 5)}
 	c, err := cronguard.NewClaimer(locks, "weekdays", cronguard.WithSchedule(weekdays))
 	if err != nil {
