@@ -38,7 +38,12 @@ func (s *Server) validate(k kind, op string, req *request) *httpError {
 		return badRequest("%v", err)
 	}
 	acquire := op == "acquire" || op == "try-acquire"
-	if req.Owner != "" || !acquire {
+	switch {
+	case acquire && req.Owner != "":
+		if err := checkSecret("owner", req.Owner); err != nil {
+			return badRequest("%v", err)
+		}
+	case !acquire:
 		if err := checkKey("owner", req.Owner, maxOwnerLen); err != nil {
 			return badRequest("%v", err)
 		}
@@ -153,10 +158,11 @@ func (s *Server) acquire(k kind, wait bool) handler {
 		if herr != nil {
 			return nil, herr
 		}
-		owner := lockx.Owner(req.Owner)
-		if owner == "" {
-			owner = lockx.NewOwner()
+		secret := lockx.Owner(req.Owner)
+		if secret == "" {
+			secret = lockx.NewOwner()
 		}
+		owner := holder(t, string(secret))
 		lease := time.Duration(req.LeaseMS) * time.Millisecond
 		key := ns(t) + req.Key
 		id := holdID(k, key, owner, req.Mode)
@@ -202,7 +208,7 @@ func (s *Server) acquire(k kind, wait bool) handler {
 			got = res.TTL // a shorter first lease of a direct handoff (renewed)
 		}
 		expiry = start.Add(got)
-		return wire.Grant{Key: req.Key, Owner: string(owner), Token: res.Token.String(), LeaseMS: max(1, got.Milliseconds()), Mode: req.Mode, Count: req.Count}, nil
+		return wire.Grant{Key: req.Key, Owner: string(secret), Holder: string(owner), Token: res.Token.String(), LeaseMS: max(1, got.Milliseconds()), Mode: req.Mode, Count: req.Count}, nil
 	}
 }
 
@@ -287,7 +293,7 @@ func (s *Server) release(k kind) handler {
 		if herr != nil {
 			return nil, herr
 		}
-		key, owner := ns(t)+req.Key, lockx.Owner(req.Owner)
+		key, owner := ns(t)+req.Key, holder(t, req.Owner)
 		err := o.release(ctx, key, owner)
 		t.released(holdID(k, key, owner, req.Mode))
 		if err != nil {
@@ -303,7 +309,7 @@ func (s *Server) extend(k kind) handler {
 		if herr != nil {
 			return nil, herr
 		}
-		key, owner := ns(t)+req.Key, lockx.Owner(req.Owner)
+		key, owner := ns(t)+req.Key, holder(t, req.Owner)
 		lease := time.Duration(req.LeaseMS) * time.Millisecond
 		start := time.Now()
 		err := o.extend(ctx, key, owner, lease)
@@ -325,7 +331,7 @@ func (s *Server) ttl(ctx context.Context, t *tenant, r *http.Request) (any, *htt
 	if herr != nil {
 		return nil, herr
 	}
-	d, err := s.b.TTL(ctx, ns(t)+req.Key, lockx.Owner(req.Owner))
+	d, err := s.b.TTL(ctx, ns(t)+req.Key, holder(t, req.Owner))
 	if err != nil {
 		return nil, backendError(err)
 	}
@@ -352,7 +358,7 @@ func (s *Server) extendMany(ctx context.Context, t *tenant, r *http.Request) (an
 			herr.detail = fmt.Sprintf("locks[%d]: %s", i, herr.detail)
 			return nil, herr
 		}
-		reqs[i] = lockx.ExtendRequest{Key: ns(t) + it.Key, Owner: lockx.Owner(it.Owner), Lease: time.Duration(it.LeaseMS) * time.Millisecond}
+		reqs[i] = lockx.ExtendRequest{Key: ns(t) + it.Key, Owner: holder(t, it.Owner), Lease: time.Duration(it.LeaseMS) * time.Millisecond}
 	}
 	start := time.Now()
 	var errs []error

@@ -48,7 +48,7 @@ func (s *Server) inspect(ctx context.Context, t *tenant, r *http.Request) (any, 
 }
 
 func view(ns string, li lockx.LockInfo) wire.LockView {
-	return wire.LockView{Key: strings.TrimPrefix(li.Key, ns), Owner: string(li.Owner), Token: li.Token.String(), TTLMS: li.TTL.Milliseconds(), AgeMS: li.Age.Milliseconds(), Waiters: li.Waiters}
+	return wire.LockView{Key: strings.TrimPrefix(li.Key, ns), Holder: string(li.Owner), Token: li.Token.String(), TTLMS: li.TTL.Milliseconds(), AgeMS: li.Age.Milliseconds(), Waiters: li.Waiters}
 }
 
 func (s *Server) usage(ctx context.Context, t *tenant, r *http.Request) (any, *httpError) {

@@ -22,13 +22,13 @@ func (s *Server) acquireMany(ctx context.Context, t *tenant, r *http.Request) (a
 	if len(m.Keys) == 0 || len(m.Keys) > wire.MaxBatch {
 		return nil, badRequest("keys must hold 1 to %d keys", wire.MaxBatch)
 	}
-	if err := checkKey("owner", m.Owner, maxOwnerLen); err != nil {
+	if err := checkSecret("owner", m.Owner); err != nil {
 		return nil, badRequest("%v", err)
 	}
 	if herr := s.checkLease("lease_ms", m.LeaseMS); herr != nil {
 		return nil, herr
 	}
-	owner, lease := lockx.Owner(m.Owner), time.Duration(m.LeaseMS)*time.Millisecond
+	owner, lease := holder(t, m.Owner), time.Duration(m.LeaseMS)*time.Millisecond
 	reqs := make([]lockx.Request, len(m.Keys))
 	for i, k := range m.Keys {
 		if err := checkKey("key", k, maxKeyLen); err != nil {
@@ -66,7 +66,7 @@ func (s *Server) acquireMany(ctx context.Context, t *tenant, r *http.Request) (a
 	granted = true
 	out := make([]wire.Grant, len(res))
 	for i, rr := range res {
-		out[i] = wire.Grant{Key: m.Keys[i], Owner: m.Owner}
+		out[i] = wire.Grant{Key: m.Keys[i], Owner: m.Owner, Holder: string(owner)}
 		if rr.Acquired {
 			out[i].Token, out[i].LeaseMS = rr.Token.String(), max(1, rr.TTL.Milliseconds())
 		} else {

@@ -60,6 +60,7 @@ func backends() []backendCase {
 func tenants() []TenantConfig {
 	return []TenantConfig{
 		{Tenant: "a", SHA256: HashKey("key-a")},
+		{Tenant: "a", SHA256: HashKey("key-a2")}, // a second client of tenant a
 		{Tenant: "b", SHA256: HashKey("key-b")},
 		{Tenant: "q", SHA256: HashKey("key-q"), MaxHeld: 2, MaxWaiters: 1},
 		{Tenant: "r", SHA256: HashKey("key-r"), Rate: 1, Burst: 3},
@@ -180,7 +181,7 @@ func testContention(t *testing.T, ts *httptest.Server) {
 	}
 	// Inspect shows it, without the namespace.
 	in := call(t, ts, "key-a", "GET", "/v1/locks?key=k", "")
-	if in.status != 200 || in.body["key"] != "k" || in.body["owner"] != r.body["owner"] {
+	if in.status != 200 || in.body["key"] != "k" || in.body["holder"] != r.body["holder"] || in.body["owner"] != nil {
 		t.Fatalf("inspect: %d %s", in.status, in.raw)
 	}
 	// Release by a wrong owner: 404, lock stays.
@@ -244,7 +245,7 @@ func testTenants(t *testing.T, ts *httptest.Server) {
 	}
 	l := call(t, ts, "key-b", "GET", "/v1/locks", "")
 	locks, _ := l.body["locks"].([]any)
-	if l.status != 200 || len(locks) != 1 || locks[0].(map[string]any)["owner"] == owner {
+	if l.status != 200 || len(locks) != 1 || locks[0].(map[string]any)["holder"] != b.body["holder"] {
 		t.Fatalf("b's listing: %s", l.raw)
 	}
 	if r := call(t, ts, "key-a", "POST", "/v1/locks/extend", fmt.Sprintf(`{"key":"shared","owner":%q,"lease_ms":30000}`, owner)); r.status != 200 {

@@ -67,14 +67,14 @@ func TestTenantIsolation(t *testing.T) {
 		}
 	}
 	info, err := bb.Lock(ctx, "shared")
-	if err != nil || info.Owner != lb.Owner() || info.Key != "shared" {
+	if err != nil || info.Owner != lockxd.Holder("b", lb.Owner()) || info.Key != "shared" {
 		t.Fatalf("b's view of shared: %+v, %v (want b's own hold)", info, err)
 	}
 	var seen []lockx.LockInfo
 	if err := bb.Locks(ctx, "", func(li lockx.LockInfo) bool { seen = append(seen, li); return true }); err != nil {
 		t.Fatal(err)
 	}
-	if len(seen) != 1 || seen[0].Owner != lb.Owner() {
+	if len(seen) != 1 || seen[0].Owner != lockxd.Holder("b", lb.Owner()) {
 		t.Fatalf("b's listing %+v shows more than its own lock", seen)
 	}
 	// Fences: a's high token on a resource does not fence b's resource of

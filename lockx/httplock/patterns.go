@@ -73,7 +73,7 @@ func (b *Backend) Fence(ctx context.Context, resource string, token lockx.Token)
 
 func info(v wire.LockView) lockx.LockInfo {
 	tok, _ := lockx.ParseToken(v.Token)
-	return lockx.LockInfo{Key: v.Key, Owner: lockx.Owner(v.Owner), Token: tok, TTL: fromMS(v.TTLMS), Age: fromMS(v.AgeMS), Waiters: v.Waiters}
+	return lockx.LockInfo{Key: v.Key, Owner: lockx.Owner(v.Holder), Token: tok, TTL: fromMS(v.TTLMS), Age: fromMS(v.AgeMS), Waiters: v.Waiters}
 }
 
 // Locks implements lockx.Inspector over the tenant's locks. lockxd returns

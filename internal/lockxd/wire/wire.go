@@ -28,10 +28,13 @@ type HoldRequest struct {
 }
 
 // Grant is the answer of a hold endpoint: a grant, extension, release or
-// TTL.
+// TTL. Owner is the hold's secret, sent only to its acquirer (and echoed
+// to whoever presents it); Holder is its public label, as inspection
+// shows it.
 type Grant struct {
 	Key     string `json:"key"`
 	Owner   string `json:"owner"`
+	Holder  string `json:"holder,omitempty"`
 	Token   string `json:"token,omitempty"` // fencing token, decimal (fits uint64)
 	LeaseMS int64  `json:"lease_ms,omitempty"`
 	TTLMS   int64  `json:"ttl_ms,omitempty"`
@@ -92,10 +95,11 @@ type Fence struct {
 }
 
 // LockView is the inspector's view of one lock, with the tenant's
-// namespace stripped.
+// namespace stripped. Holder is the hold's public label, never its secret:
+// presenting it as an owner operates nothing.
 type LockView struct {
 	Key     string `json:"key"`
-	Owner   string `json:"owner"`
+	Holder  string `json:"holder"`
 	Token   string `json:"token"`
 	TTLMS   int64  `json:"ttl_ms"`
 	AgeMS   int64  `json:"age_ms"`

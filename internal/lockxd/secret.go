@@ -1,0 +1,49 @@
+package lockxd
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/lockx-go/lockx/lockx"
+)
+
+// minSecretLen is the shortest owner a client may choose at acquire. The
+// owner a client sends is the hold's secret: anyone who knows it operates
+// the hold, so it must not be guessable. lockx.NewOwner makes 32 hex
+// digits (128 random bits); 16 characters refuses the obvious "worker-1"
+// without pretending to measure entropy.
+const minSecretLen = 16
+
+// Holder returns the label under which a hold with the given secret (the
+// owner its acquirer sent, or was sent back) is kept in the backend, and
+// shown by inspection: a one-way function of the tenant and the secret.
+//
+// A label is never a credential: every operation derives the backend
+// owner from the secret it is given, so a client that presents a label it
+// read from GET /v1/locks operates Holder(label), which holds nothing. No
+// server state is involved, so a restarted lockxd, or a second instance
+// over the same backend, derives the same label (docs/lockxd.md, "Hold
+// secrets").
+func Holder(tenant string, secret lockx.Owner) lockx.Owner {
+	h := sha256.New()
+	h.Write([]byte("lockxd holder\x00"))
+	h.Write([]byte(tenant))
+	h.Write([]byte{0})
+	h.Write([]byte(secret))
+	return lockx.Owner("h-" + hex.EncodeToString(h.Sum(nil)[:16]))
+}
+
+// holder is the backend owner of secret in tenant t.
+func holder(t *tenant, secret string) lockx.Owner { return Holder(t.name, lockx.Owner(secret)) }
+
+// checkSecret validates an owner a client chose for a new hold.
+func checkSecret(name, owner string) error {
+	if err := checkKey(name, owner, maxOwnerLen); err != nil {
+		return err
+	}
+	if len(owner) < minSecretLen {
+		return fmt.Errorf("%s is the hold's secret: at least %d characters, unguessable (e.g. 128 random bits), or omit it and use the one returned", name, minSecretLen)
+	}
+	return nil
+}
