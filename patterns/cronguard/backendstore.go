@@ -152,7 +152,7 @@ func (s *BackendStore) LastRuns(ctx context.Context, job string, n int) ([]Run, 
 // now (a clock ahead may have run the next one) and not before oldest,
 // newest first.
 func recentTriggers(s Schedule, now time.Time, max int, oldest time.Time) []time.Time {
-	per := period(s, now)
+	per := period(s)
 	if per <= 0 {
 		return nil
 	}

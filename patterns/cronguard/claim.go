@@ -21,9 +21,14 @@ type Claimer struct {
 }
 
 // NewClaimer returns a Claimer for job over locks. Bad input (an empty job,
-// no schedule, a schedule finer than the backend's clock resolution,
-// AtLeastFor > AtMostFor, UsingBackendTime on a backend without a Clock,
-// AtLeastOnce without a Store) is an *lockx.ArgError.
+// no schedule, a schedule that fires at most once, a schedule finer than
+// the backend's clock resolution, AtLeastFor > AtMostFor, UsingBackendTime
+// on a backend without a Clock, AtLeastOnce without a Store) is an
+// *lockx.ArgError. NewClaimer does not read any clock: the schedule's period
+// is measured from its own triggers, so the verdict and the defaults are the
+// same on every day, and a schedule about to end (or ended) is accepted —
+// its last trigger is claimed like the others, and a claim past its end is
+// skipped as Unavailable.
 func NewClaimer(locks *lockx.Client, job string, opts ...Option) (*Claimer, error) {
 	cfg, err := build(locks, job, opts)
 	if err != nil {
@@ -48,7 +53,9 @@ func (c *Claimer) LastRuns(ctx context.Context, n int) ([]Run, error) {
 }
 
 // Trigger returns the trigger of the schedule nearest to at.
-func (c *Claimer) Trigger(at time.Time) (time.Time, error) { return nearest(c.cfg.schedule, at) }
+func (c *Claimer) Trigger(at time.Time) (time.Time, error) {
+	return nearest(c.cfg.schedule, at, c.cfg.period)
+}
 
 // ClaimNow claims the trigger nearest to now, read from the instance's clock
 // or, with UsingBackendTime, from the backend's.

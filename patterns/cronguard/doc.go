@@ -53,6 +53,16 @@
 // readable with LastRuns: a MemStore of the guard's own by default, or a
 // BackendStore that keeps the records in the backend for the whole fleet.
 //
+// # Schedules
+//
+// A schedule is judged by its own triggers, read from a fixed origin (the
+// Unix epoch), never by the clock at construction: the period, from which
+// AtLeastFor and the other defaults derive, is the shortest gap between its
+// first triggers. A schedule that fires at most once is refused (there is
+// nothing to guard per trigger); one with a single trigger left is not — a
+// users' schedule about to end is not a bad argument. Its last trigger is
+// claimed like any other, by instances firing up to half a period after it.
+//
 // # Clocks
 //
 // UsingBackendTime names triggers by the store's clock (Redis TIME,

@@ -24,9 +24,10 @@ type Job struct {
 // instances whose clocks or timers differ by less than half a period agree
 // on it.
 //
-// Bad input — an empty job, a nil fn, no schedule, a schedule finer than the
-// backend's clock resolution, AtLeastFor > AtMostFor — is an
-// *lockx.ArgError.
+// Bad input — an empty job, a nil fn, no schedule, a schedule that fires at
+// most once, a schedule finer than the backend's clock resolution,
+// AtLeastFor > AtMostFor — is an *lockx.ArgError. The schedule is judged by
+// its own triggers, never by the clock: one about to end is accepted.
 func Guard(locks *lockx.Client, job string, fn func(context.Context) error, opts ...Option) (*Job, error) {
 	if fn == nil {
 		return nil, &lockx.ArgError{Arg: "fn", Reason: "nil"}

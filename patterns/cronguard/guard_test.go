@@ -116,6 +116,57 @@ func TestTriggerIsNearest(t *testing.T) {
 	}
 }
 
+// A schedule is judged by its own triggers, never by the day the claimer is
+// built: one with a single trigger left (or none) is accepted and its last
+// trigger is claimed like the others, a one-shot schedule is refused on any
+// day, and the verdict is the same for claimers whose clocks stand decades
+// apart.
+func TestScheduleJudgedByItsTriggers(t *testing.T) {
+	t.Parallel()
+	locks := newLocks(t)
+	now := time.Now()
+	last := now.Add(time.Hour)
+	ending := listSchedule{last.Add(-2 * time.Hour), last.Add(-time.Hour), last} // hourly, one trigger left
+	ended := listSchedule{now.Add(-2 * time.Hour), now.Add(-time.Hour)}
+	oneShot := listSchedule{last}
+	for _, clock := range []time.Time{now, now.AddDate(-30, 0, 0), now.AddDate(30, 0, 0)} {
+		at := cronguard.WithClock(func() time.Time { return clock })
+		for name, s := range map[string]listSchedule{"ending": ending, "ended": ended} {
+			if _, err := cronguard.NewClaimer(locks, name, cronguard.WithSchedule(s), at); err != nil {
+				t.Errorf("clock at %v: %s schedule refused: %v", clock, name, err)
+			}
+		}
+		_, err := cronguard.NewClaimer(locks, "once", cronguard.WithSchedule(oneShot), at)
+		var ae *lockx.ArgError
+		if !errors.As(err, &ae) || ae.Arg != "schedule" {
+			t.Errorf("clock at %v: one-shot schedule: %v, want an *lockx.ArgError for \"schedule\"", clock, err)
+		}
+	}
+
+	c, err := cronguard.NewClaimer(locks, "ending", cronguard.WithSchedule(ending))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The last trigger is the one meant up to half a period after it.
+	for _, at := range []time.Time{last.Add(-29 * time.Minute), last, last.Add(29 * time.Minute)} {
+		if got, err := c.Trigger(at); err != nil || !got.Equal(last) {
+			t.Errorf("Trigger(last%+v) = %v, %v; want the last trigger", at.Sub(last), got, err)
+		}
+	}
+	ctx := context.Background()
+	cl, err := c.Claim(ctx, last.Add(time.Minute))
+	if err != nil || !cl.Trigger().Equal(last) {
+		t.Fatalf("claim of the last trigger: %v, %v", cl, err)
+	}
+	if err := cl.Finish(nil); err != nil {
+		t.Fatal(err)
+	}
+	var se *cronguard.SkipError
+	if _, err := c.Claim(ctx, last.Add(time.Hour)); !errors.As(err, &se) || se.Reason != cronguard.Unavailable {
+		t.Errorf("claim an hour past the schedule's end: %v, want an Unavailable skip", err)
+	}
+}
+
 func TestSkipReportedAndRecord(t *testing.T) {
 	t.Parallel()
 	locks := newLocks(t)

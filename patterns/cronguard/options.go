@@ -226,7 +226,7 @@ func build(locks *lockx.Client, job string, opts []Option) (config, error) {
 	b := locks.Backend()
 	c.clock, _ = b.(Clock)
 	c.resolution = resolution(b)
-	c.period = period(c.schedule, c.now())
+	c.period = period(c.schedule)
 	switch {
 	case c.period == 0:
 		c.fail("schedule", "fires at most once: nothing to guard per trigger")

@@ -32,33 +32,50 @@ func (d interval) Next(t time.Time) time.Time {
 
 // nearest returns the trigger of s nearest to t: the instant a scheduler
 // meant when it fired at t by a clock that runs early or late, or whose
-// timer fired late, by less than half a period.
-func nearest(s Schedule, t time.Time) (time.Time, error) {
+// timer fired late, by less than half a period. Past the schedule's last
+// trigger, that trigger is still the one meant for half of per (the
+// schedule's period) after it: the last trigger of a schedule that ends is
+// claimed like any other.
+func nearest(s Schedule, t time.Time, per time.Duration) (time.Time, error) {
 	next := s.Next(t)
-	if next.IsZero() {
-		return time.Time{}, fmt.Errorf("cronguard: schedule has no trigger after %v", t)
+	// The last trigger at or before t, if it is no farther from t than next
+	// (or than half a period, when there is no next): the first trigger
+	// after t-reach is it, or a trigger before it.
+	reach := per / 2
+	if !next.IsZero() {
+		reach = next.Sub(t)
 	}
-	// The last trigger at or before t, if it is no farther from t than next:
-	// the first trigger after t-(next-t) is it, or a trigger before it.
-	ahead := next.Sub(t)
 	var prev time.Time
-	for p, i := s.Next(t.Add(-ahead-1)), 0; !p.IsZero() && !p.After(t) && i < 1000; p, i = s.Next(p), i+1 {
+	for p, i := s.Next(t.Add(-reach-1)), 0; !p.IsZero() && !p.After(t) && i < 1000; p, i = s.Next(p), i+1 {
 		prev = p
 	}
-	if !prev.IsZero() {
+	switch {
+	case !prev.IsZero():
 		return prev, nil // at most as far as next: a tie goes to the earlier
+	case !next.IsZero():
+		return next, nil
 	}
-	return next, nil
+	return time.Time{}, fmt.Errorf("cronguard: schedule has no trigger after %v", t.Add(-reach))
 }
 
-// period returns the shortest gap between the next few triggers of s after
-// from: the schedule's precision, from which the defaults are derived.
-func period(s Schedule, from time.Time) time.Duration {
+// periodOrigin is where period starts reading a schedule: a fixed instant,
+// not the clock. Whether a schedule is accepted, and the defaults derived
+// from its period, are then properties of the schedule alone, the same on
+// every instance and on every day: a schedule with one trigger left, or
+// none, is still a schedule (see docs/patterns/cronguard.md, "Schedules").
+// time.Unix gives it the local zone, as time.Now would, so a schedule that
+// reads its argument's zone sees the same zone it will run in.
+var periodOrigin = time.Unix(0, 0)
+
+// period returns the shortest gap between the first few triggers of s:
+// the schedule's precision, from which the defaults are derived; 0 if s
+// fires at most once.
+func period(s Schedule) time.Duration {
 	if d, ok := s.(interval); ok {
 		return time.Duration(d)
 	}
 	var shortest time.Duration
-	t := s.Next(from)
+	t := s.Next(periodOrigin)
 	for i := 0; i < 16 && !t.IsZero(); i++ {
 		n := s.Next(t)
 		if n.IsZero() {
