@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -41,6 +42,7 @@ func main() {
 
 type options struct {
 	listen, redisURL, postgresURL, prefix, schema, namespace, keysFile string
+	metricsListen, tlsCert, tlsKey                                     string
 	zookeeper, zkRoot                                                  string
 	memory                                                             bool
 	maxLease, maxWait, grace                                           time.Duration
@@ -53,6 +55,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	fs.SetOutput(stderr)
 	var o options
 	fs.StringVar(&o.listen, "listen", envOr(getenv, "LOCKXD_LISTEN", "127.0.0.1:7420"), "listen `address` (env LOCKXD_LISTEN)")
+	fs.StringVar(&o.metricsListen, "metrics-listen", getenv("LOCKXD_METRICS_LISTEN"), "listen `address` of every tenant's /metrics, for the scraper only (env LOCKXD_METRICS_LISTEN); the API's /metrics needs a key and shows its tenant")
+	fs.StringVar(&o.tlsCert, "tls-cert", getenv("LOCKXD_TLS_CERT"), "serve TLS with this PEM certificate `file` (chain; env LOCKXD_TLS_CERT); needs --tls-key")
+	fs.StringVar(&o.tlsKey, "tls-key", getenv("LOCKXD_TLS_KEY"), "PEM private key `file` of --tls-cert (env LOCKXD_TLS_KEY)")
 	fs.StringVar(&o.redisURL, "redis", getenv("LOCKX_REDIS_URL"), "Redis `URL` (env LOCKX_REDIS_URL)")
 	fs.StringVar(&o.postgresURL, "postgres", getenv("LOCKX_POSTGRES_URL"), "PostgreSQL `URL` (env LOCKX_POSTGRES_URL)")
 	fs.StringVar(&o.zookeeper, "zookeeper", getenv("LOCKX_ZOOKEEPER"), "ZooKeeper `servers`, host:port,... (env LOCKX_ZOOKEEPER)")
@@ -83,6 +88,19 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 		fmt.Fprintln(stderr, "lockxd: want exactly one of --redis, --postgres, --zookeeper, --memory")
 		return 2
 	}
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		fmt.Fprintln(stderr, "lockxd: --tls-cert and --tls-key go together")
+		return 2
+	}
+	var tlsConf *tls.Config
+	if o.tlsCert != "" {
+		// Loaded before anything listens, so a bad pair fails the start.
+		cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+		if err != nil {
+			return fail(fmt.Errorf("--tls-cert/--tls-key: %w", err))
+		}
+		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
 	tenants, err := lockxd.LoadKeys(o.keysFile, getenv("LOCKXD_KEYS"))
 	if err != nil {
 		return fail(err)
@@ -98,16 +116,33 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	defer closeFn()
 
 	srv := lockxd.NewServer(b, lockxd.Config{MaxLease: o.maxLease, MaxWait: o.maxWait, Tenants: tenants, Logger: logger})
-	ln, err := net.Listen("tcp", o.listen)
+	ln, err := listen(o.listen, tlsConf)
 	if err != nil {
 		return fail(err)
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	errc := make(chan error, 1)
+	servers := []*http.Server{hs}
+	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(ln) }()
-	logger.Info("lockxd listening", "addr", ln.Addr().String(), "tenants", len(tenants))
+	logger.Info("lockxd listening", "addr", ln.Addr().String(), "tenants", len(tenants), "tls", tlsConf != nil)
 	if ready != nil {
 		ready <- ln.Addr().String()
+	}
+	if o.metricsListen != "" {
+		mln, err := listen(o.metricsListen, tlsConf)
+		if err != nil {
+			_ = hs.Close()
+			return fail(fmt.Errorf("--metrics-listen: %w", err))
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", srv.MetricsHandler())
+		ms := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		servers = append(servers, ms)
+		go func() { errc <- ms.Serve(mln) }()
+		logger.Info("lockxd metrics listening", "addr", mln.Addr().String())
+		if ready != nil {
+			ready <- mln.Addr().String()
+		}
 	}
 	select {
 	case err := <-errc:
@@ -120,12 +155,23 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	srv.Shutdown()
 	sctx, cancel := context.WithTimeout(context.Background(), o.grace)
 	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		_ = hs.Close()
+	for _, h := range servers {
+		if err := h.Shutdown(sctx); err != nil {
+			_ = h.Close()
+		}
 	}
 	_ = srv.Close(sctx)
 	logger.Info("lockxd stopped")
 	return 0
+}
+
+// listen opens a TCP listener on addr, speaking TLS if conf is set.
+func listen(addr string, conf *tls.Config) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil || conf == nil {
+		return ln, err
+	}
+	return tls.NewListener(ln, conf), nil
 }
 
 func envOr(getenv func(string) string, k, def string) string {

@@ -68,22 +68,54 @@ func (m *metrics) observe(tenant, k, op string, status int, d time.Duration) {
 	m.duration.Record(ctx, d.Seconds(), attrs)
 }
 
-// serveMetrics renders the OTel SDK's collection in the Prometheus text
-// format (0.0.4): lockxd exports its OTel metrics itself rather than pull
-// the Prometheus client library into the module (docs/lockxd.md).
+// serveMetrics serves GET /metrics on the API: it needs an API key, and
+// shows only the caller's tenant. The page for all tenants is
+// MetricsHandler, for a listener of its own (lockxd --metrics-listen):
+// tenant names and their activity are not for every client to read.
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	t, herr := s.authenticate(r)
+	if herr != nil {
+		writeProblem(w, herr)
+		return
+	}
+	s.renderMetrics(w, r, func(a attribute.Set) bool {
+		v, ok := a.Value("tenant")
+		return ok && v.AsString() == t.name
+	})
+}
+
+// MetricsHandler returns the Prometheus page of every tenant's metrics,
+// without authentication: serve it on a listener that only the scraper
+// reaches (lockxd --metrics-listen), never on the API's.
+func (s *Server) MetricsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET")
+			writeProblem(w, &httpError{status: http.StatusMethodNotAllowed, code: "method-not-allowed", title: "method not allowed", detail: "use GET"})
+			return
+		}
+		s.renderMetrics(w, r, func(attribute.Set) bool { return true })
+	})
+}
+
+// renderMetrics renders the OTel SDK's collection in the Prometheus text
+// format (0.0.4), the points keep accepts: lockxd exports its OTel metrics
+// itself rather than pull the Prometheus client library into the module
+// (docs/lockxd.md).
+func (s *Server) renderMetrics(w http.ResponseWriter, r *http.Request, keep func(attribute.Set) bool) {
 	var rm metricdata.ResourceMetrics
 	if err := s.metrics.scrape.Collect(r.Context(), &rm); err != nil {
 		writeProblem(w, &httpError{status: http.StatusServiceUnavailable, code: "unavailable", title: "metrics unavailable", detail: err.Error()})
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	writeProm(w, rm)
+	writeProm(w, rm, keep)
 }
 
-// writeProm writes every metric of rm in the Prometheus text format:
-// dots become underscores, counters get _total, seconds get _seconds.
-func writeProm(w io.Writer, rm metricdata.ResourceMetrics) {
+// writeProm writes the points of rm that keep accepts in the Prometheus
+// text format: dots become underscores, counters get _total, seconds get
+// _seconds.
+func writeProm(w io.Writer, rm metricdata.ResourceMetrics, keep func(attribute.Set) bool) {
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
 			name := strings.ReplaceAll(m.Name, ".", "_")
@@ -93,13 +125,16 @@ func writeProm(w io.Writer, rm metricdata.ResourceMetrics) {
 			switch d := m.Data.(type) {
 			case metricdata.Sum[int64]:
 				header(w, name+"_total", m.Description, "counter")
-				points(w, name+"_total", d.DataPoints)
+				points(w, name+"_total", d.DataPoints, keep)
 			case metricdata.Gauge[int64]:
 				header(w, name, m.Description, "gauge")
-				points(w, name, d.DataPoints)
+				points(w, name, d.DataPoints, keep)
 			case metricdata.Histogram[float64]:
 				header(w, name, m.Description, "histogram")
 				for _, p := range sortedPoints(d.DataPoints, func(p metricdata.HistogramDataPoint[float64]) attribute.Set { return p.Attributes }) {
+					if !keep(p.Attributes) {
+						continue
+					}
 					ls := labels(p.Attributes)
 					var cum uint64
 					for i, b := range p.Bounds {
@@ -118,8 +153,11 @@ func header(w io.Writer, name, help, typ string) {
 	fmt.Fprintf(w, "# HELP %s %s.\n# TYPE %s %s\n", name, help, name, typ)
 }
 
-func points(w io.Writer, name string, ps []metricdata.DataPoint[int64]) {
+func points(w io.Writer, name string, ps []metricdata.DataPoint[int64], keep func(attribute.Set) bool) {
 	for _, p := range sortedPoints(ps, func(p metricdata.DataPoint[int64]) attribute.Set { return p.Attributes }) {
+		if !keep(p.Attributes) {
+			continue
+		}
 		fmt.Fprintf(w, "%s%s %d\n", name, labels(p.Attributes), p.Value)
 	}
 }

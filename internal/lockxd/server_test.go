@@ -431,7 +431,7 @@ func TestServiceEndpoints(t *testing.T) {
 		t.Fatalf("healthz: %d", r.status)
 	}
 	call(t, ts, "key-a", "POST", "/v1/locks/try-acquire", `{"key":"m","lease_ms":30000}`)
-	m := call(t, ts, "", "GET", "/metrics", "")
+	m := call(t, ts, "key-a", "GET", "/metrics", "")
 	for _, want := range []string{`lockxd_requests_total{kind="locks",op="try-acquire",status="200",tenant="a"} 1`, `lockxd_held{tenant="a"} 1`,
 		`# TYPE lockxd_request_duration_seconds histogram`, `lockxd_request_duration_seconds_bucket{kind="locks",op="try-acquire",tenant="a",le="+Inf"} 1`,
 		`lockxd_request_duration_seconds_count{kind="locks",op="try-acquire",tenant="a"} 1`, `lockxd_waiting{tenant="a"} 0`} {
