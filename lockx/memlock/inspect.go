@@ -61,12 +61,10 @@ func (b *Backend) info(key string, now time.Time) (lockx.LockInfo, bool) {
 	for _, q := range e.queue {
 		waiting[q.owner] = true
 	}
-	if ws := b.watchers[key]; ws != nil {
-		for o := range ws.byOwner {
-			if o != e.owner {
-				waiting[o] = true
-			}
+	b.watchers.Owners(key, func(o lockx.Owner) {
+		if o != e.owner {
+			waiting[o] = true
 		}
-	}
+	})
 	return lockx.LockInfo{Key: key, Owner: e.owner, Token: e.token, TTL: e.expires.Sub(now), Waiters: len(waiting)}, true
 }

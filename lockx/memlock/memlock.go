@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
 // Backend is an in-process lockx.Backend. The zero value is not usable; call
@@ -24,7 +25,7 @@ import (
 type Backend struct {
 	mu       sync.Mutex
 	locks    map[string]*entry
-	watchers map[string]*watchSet
+	watchers backendkit.Registry[string, struct{}] // by key, guarded by mu
 	token    lockx.Token
 	now      func() time.Time
 
@@ -51,51 +52,17 @@ type queued struct {
 	deadline time.Time
 }
 
-// watchSet holds a key's watchers by owner, so that a targeted wake-up (a
-// fair queue's head, the readers or permit requests that can now be granted)
-// costs a lookup per woken owner, not a pass over every watcher.
-type watchSet struct {
-	byOwner map[lockx.Owner][]*watcher
-}
-
-type watcher struct {
-	owner lockx.Owner
-	ch    chan struct{}
-}
-
-func (w *watcher) wake() {
-	select {
-	case w.ch <- struct{}{}:
-	default:
-	}
-}
-
 // wakeOwner wakes owner's watchers of key. Callers hold b.mu.
-func (b *Backend) wakeOwner(key string, owner lockx.Owner) {
-	if ws := b.watchers[key]; ws != nil {
-		for _, w := range ws.byOwner[owner] {
-			w.wake()
-		}
-	}
-}
+func (b *Backend) wakeOwner(key string, owner lockx.Owner) { b.watchers.WakeOwner(key, owner) }
 
 // wakeEvery wakes every watcher of key. Callers hold b.mu.
-func (b *Backend) wakeEvery(key string) {
-	if ws := b.watchers[key]; ws != nil {
-		for _, list := range ws.byOwner {
-			for _, w := range list {
-				w.wake()
-			}
-		}
-	}
-}
+func (b *Backend) wakeEvery(key string) { b.watchers.WakeAll(key) }
 
 // New returns an empty in-process backend.
 func New() *Backend {
 	return &Backend{
-		locks:    make(map[string]*entry),
-		watchers: make(map[string]*watchSet),
-		now:      time.Now,
+		locks: make(map[string]*entry),
+		now:   time.Now,
 	}
 }
 
@@ -289,34 +256,12 @@ func (b *Backend) TTL(ctx context.Context, key string, owner lockx.Owner) (time.
 
 // Watch implements lockx.Notifier.
 func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-chan struct{}, func(), error) {
-	w := &watcher{owner: owner, ch: make(chan struct{}, 1)}
 	b.mu.Lock()
-	ws := b.watchers[key]
-	if ws == nil {
-		ws = &watchSet{byOwner: make(map[lockx.Owner][]*watcher)}
-		b.watchers[key] = ws
-	}
-	ws.byOwner[owner] = append(ws.byOwner[owner], w)
+	w := b.watchers.Add(key, owner)
 	b.mu.Unlock()
-	return w.ch, func() {
+	return w.C(), func() {
 		b.mu.Lock()
-		list := ws.byOwner[owner]
-		for i, x := range list {
-			if x == w {
-				list[i] = list[len(list)-1]
-				list[len(list)-1] = nil
-				list = list[:len(list)-1]
-				break
-			}
-		}
-		if len(list) == 0 {
-			delete(ws.byOwner, owner)
-		} else {
-			ws.byOwner[owner] = list
-		}
-		if len(ws.byOwner) == 0 && b.watchers[key] == ws {
-			delete(b.watchers, key)
-		}
+		b.watchers.Remove(key, w)
 		b.mu.Unlock()
 	}, nil
 }
