@@ -94,24 +94,25 @@
 //
 // # Waiting and fairness
 //
-// Waiters hold no connection. Releases by any Backend of this process with
-// the same table prefix wake its waiters at once: a plain release wakes
-// the longest-registered waiter (which passes the wake-up on if it leaves
-// without using it), a fair release, a loss or an expiry wakes all.
-// Releases by other processes are seen by polling: while anything waits, a
-// Backend checks all awaited names in one query (IS_FREE_LOCK, or the lease
-// rows) every WithPollInterval (default 100 ms) — cross-process wake-up
-// latency is at most that interval, at one small query per interval per
-// Backend with waiters, however many wait.
+// Waiters hold no connection. Releases through the waiters' own Backend
+// wake them at once: a plain release wakes the longest-registered waiter
+// (which passes the wake-up on if it leaves without using it), a fair
+// release, a loss or an expiry wakes all. Releases elsewhere — by other
+// processes, or by another Backend of this process (share one Backend, as
+// one Client does) — are seen by polling: while anything waits, a Backend
+// checks all awaited names in one query (IS_FREE_LOCK, or the lease rows)
+// every WithPollInterval (default 100 ms) — wake-up latency from elsewhere
+// is at most that interval, at one small query per interval per Backend
+// with waiters, however many wait.
 //
 // Fair waiters (lockx.Fair) queue in <prefix>queue (a MEMORY table: queues
 // do not need to survive a restart), across processes, in arrival order
 // (AUTO_INCREMENT seq). Only the head may take the lock, and plain
 // acquisitions yield to live fair waiters: both conditions are part of the
 // grant statement. Crashed waiters drop out after their queue TTL. Limits:
-// a fair release wakes every waiter of this process (not only the head,
-// whose owner this process does not know without a query); waiters in
-// other processes learn of it by polling.
+// a fair release wakes every waiter of its Backend (not only the head,
+// whose owner the Backend does not know without a query); waiters
+// elsewhere learn of it by polling.
 //
 // # Lease-table mode
 //

@@ -9,61 +9,28 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
-// hub fans releases out to the watchers of every Backend of this process
-// that uses the same tables, so an in-process waiter wakes at once.
+// hub holds a Backend's watchers, so that a release through the Backend
+// wakes its waiters at once; releases elsewhere reach them by polling.
 type hub struct {
 	mu       sync.Mutex
-	seq      uint64
-	watchers map[string]map[*watcher]struct{} // by lock name
+	watchers backendkit.Registry[string, struct{}] // by lock name
 }
 
-type watcher struct {
-	ch  chan struct{}
-	seq uint64 // registration order: the oldest is woken first
-}
-
-var (
-	hubsMu sync.Mutex
-	hubs   = map[string]*hub{}
-)
-
-func hubFor(id string) *hub {
-	hubsMu.Lock()
-	defer hubsMu.Unlock()
-	h := hubs[id]
-	if h == nil {
-		h = &hub{watchers: map[string]map[*watcher]struct{}{}}
-		hubs[id] = h
-	}
-	return h
-}
-
-func (h *hub) add(name string) (*watcher, func()) {
+func (h *hub) add(name string) (*backendkit.Watcher[struct{}], func()) {
 	h.mu.Lock()
-	h.seq++
-	w := &watcher{ch: make(chan struct{}, 1), seq: h.seq}
-	m := h.watchers[name]
-	if m == nil {
-		m = map[*watcher]struct{}{}
-		h.watchers[name] = m
-	}
-	m[w] = struct{}{}
+	w := h.watchers.Add(name, "")
 	h.mu.Unlock()
 	var once sync.Once
 	return w, func() {
 		once.Do(func() {
 			h.mu.Lock()
 			defer h.mu.Unlock()
-			delete(m, w)
-			if len(m) == 0 && len(h.watchers[name]) == 0 {
-				delete(h.watchers, name)
-			}
-			select {
-			case <-w.ch: // a wake-up this watcher did not use: pass it on
-				h.wakeOneLocked(name)
-			default:
+			h.watchers.Remove(name, w)
+			if w.Pending() { // a wake-up this watcher did not use: pass it on
+				h.watchers.WakeFirst(name, true)
 			}
 		})
 	}
@@ -74,12 +41,7 @@ func (h *hub) add(name string) (*watcher, func()) {
 // losses, expiries and frees seen by polling.
 func (h *hub) wake(name string) {
 	h.mu.Lock()
-	for w := range h.watchers[name] {
-		select {
-		case w.ch <- struct{}{}:
-		default:
-		}
-	}
+	h.watchers.WakeAll(name)
 	h.mu.Unlock()
 }
 
@@ -89,20 +51,8 @@ func (h *hub) wake(name string) {
 // that leaves without using its wake-up passes it on.
 func (h *hub) wakeOne(name string) {
 	h.mu.Lock()
-	h.wakeOneLocked(name)
+	h.watchers.WakeFirst(name, true)
 	h.mu.Unlock()
-}
-
-func (h *hub) wakeOneLocked(name string) {
-	var oldest *watcher
-	for w := range h.watchers[name] {
-		if len(w.ch) == 0 && (oldest == nil || w.seq < oldest.seq) {
-			oldest = w
-		}
-	}
-	if oldest != nil {
-		oldest.ch <- struct{}{}
-	}
 }
 
 // poller checks, while a Backend has waiters, whether their keys were freed
@@ -116,9 +66,7 @@ type poller struct {
 	mu      sync.Mutex
 	watched map[string]*pollState
 	running bool
-	stop    chan struct{}
-	done    sync.WaitGroup
-	closed  bool
+	g       backendkit.Group // the loop, while anything is watched
 }
 
 type pollState struct {
@@ -127,13 +75,13 @@ type pollState struct {
 }
 
 func newPoller(h *hub, interval time.Duration, check func(context.Context, []string) ([]bool, error)) *poller {
-	return &poller{hub: h, interval: interval, check: check, watched: map[string]*pollState{}, stop: make(chan struct{})}
+	return &poller{hub: h, interval: interval, check: check, watched: map[string]*pollState{}}
 }
 
 func (p *poller) watch(name string) func() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	if p.g.Closed() {
 		return func() {}
 	}
 	s := p.watched[name]
@@ -143,9 +91,7 @@ func (p *poller) watch(name string) func() {
 	}
 	s.refs++
 	if !p.running {
-		p.running = true
-		p.done.Add(1)
-		go p.loop()
+		p.running = p.g.Go(p.loop)
 	}
 	var once sync.Once
 	return func() {
@@ -161,12 +107,11 @@ func (p *poller) watch(name string) func() {
 }
 
 func (p *poller) loop() {
-	defer p.done.Done()
 	t := time.NewTicker(p.interval)
 	defer t.Stop()
 	for {
 		select {
-		case <-p.stop:
+		case <-p.g.Done():
 			return
 		case <-t.C:
 		}
@@ -211,15 +156,7 @@ func (p *poller) loop() {
 	}
 }
 
-func (p *poller) close() {
-	p.mu.Lock()
-	if !p.closed {
-		p.closed = true
-		close(p.stop)
-	}
-	p.mu.Unlock()
-	p.done.Wait()
-}
+func (p *poller) close() { p.g.Close() }
 
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
@@ -242,13 +179,13 @@ func queryBools(ctx context.Context, db *sql.DB, q string, args []any, n int) ([
 	return out, nil
 }
 
-// watch is both Backends' lockx.Notifier: a release through a Backend of
-// this process (same table prefix) wakes at once through the hub; releases
-// and expiries elsewhere are seen by polling while anything waits.
+// watch is both Backends' lockx.Notifier: a release through the Backend
+// wakes at once through its hub; releases and expiries elsewhere (other
+// processes, other Backends) are seen by polling while anything waits.
 func watch(h *hub, p *poller, name string) (<-chan struct{}, func(), error) {
 	w, cancelHub := h.add(name)
 	cancelPoll := p.watch(name)
-	return w.ch, func() { cancelPoll(); cancelHub() }, nil
+	return w.C(), func() { cancelPoll(); cancelHub() }, nil
 }
 
 // queryTTL runs a Backend's TTL statement (which yields the remaining lease

@@ -26,7 +26,6 @@ type config struct {
 	poll        time.Duration
 	stmtTimeout time.Duration
 	autoMigrate bool
-	hubSuffix   string // tests: a hub of its own, as if in another process
 	err         error
 }
 

@@ -10,14 +10,14 @@ import (
 	"github.com/lockx-go/lockx/lockx/mysqllock"
 )
 
-// TestCrossProcessWakeUp: a waiter whose Backend shares no in-process hub
-// with the holder's (as in another process) is woken by polling, long
-// before its 20 s backoff.
+// TestCrossProcessWakeUp: a waiter on another Backend than the holder's
+// (as in another process) is woken by polling, long before its 20 s
+// backoff.
 func TestCrossProcessWakeUp(t *testing.T) {
 	db, prefix := openDB(t)
 	for _, mode := range []string{"session", "table"} {
-		newC := func(id string) *lockx.Client {
-			opts := append(fastOpts(prefix), mysqllock.WithOwnHub(id), mysqllock.WithPollInterval(700*time.Millisecond))
+		newC := func() *lockx.Client {
+			opts := append(fastOpts(prefix), mysqllock.WithPollInterval(700*time.Millisecond))
 			if mode == "session" {
 				return lockx.New(mysqllock.New(db, opts...))
 			}
@@ -25,7 +25,7 @@ func TestCrossProcessWakeUp(t *testing.T) {
 		}
 		for _, fair := range []bool{false, true} {
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-			holder, waiter := newC("a"), newC("b")
+			holder, waiter := newC(), newC()
 			opts := []lockx.Option{lockx.WithBackoff(20*time.Second, 20*time.Second)}
 			if fair {
 				opts = append(opts, lockx.Fair(), lockx.WithQueueTTL(60*time.Second))

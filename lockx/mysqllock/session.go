@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
 // Backend is the session-lock backend (New): GET_LOCK named locks on a few
@@ -29,8 +30,7 @@ type Backend struct {
 	grantSQL, refusedSQL, enqueueSQL, dequeueSQL, extendSQL, checkSQL, forceSQL, ttlSQL string
 
 	closeOnce sync.Once
-	stop      chan struct{}
-	wg        sync.WaitGroup
+	g         backendkit.Group // the health check and loss callbacks
 	mu        sync.Mutex
 	closed    bool
 	started   bool
@@ -52,18 +52,8 @@ type grant struct {
 	token   lockx.Token
 	expires time.Time // local clock
 	fair    bool
-	timer   *time.Timer
-	loss    map[int]func() // NotifyLoss callbacks
-	lossSeq int
-}
-
-// lost runs g's NotifyLoss callbacks, each on its own goroutine. Callers
-// hold the slot's mu and have removed g from the slot.
-func (g *grant) lost() {
-	for id, fn := range g.loss {
-		delete(g.loss, id)
-		go fn()
-	}
+	lease   backendkit.Lease
+	loss    backendkit.Losses // NotifyLoss callbacks, guarded by the slot's mu
 }
 
 // errClosed is the cause of every call after Close.
@@ -87,20 +77,10 @@ func (b *Backend) NotifyLoss(key string, owner lockx.Owner, fn func()) (stop fun
 	defer s.mu.Unlock()
 	g := s.grants[name]
 	if g == nil || g.owner != owner || g.key != key {
-		go fn()
+		b.g.Go(fn)
 		return func() {}
 	}
-	if g.loss == nil {
-		g.loss = map[int]func(){}
-	}
-	g.lossSeq++
-	id := g.lossSeq
-	g.loss[id] = fn
-	return func() {
-		s.mu.Lock()
-		delete(g.loss, id)
-		s.mu.Unlock()
-	}
+	return g.loss.Add(&s.mu, fn)
 }
 
 // New returns a session-lock Backend over db. It pins at most WithSessions
@@ -110,7 +90,7 @@ func (b *Backend) NotifyLoss(key string, owner lockx.Owner, fn func()) (stop fun
 func New(db *sql.DB, opts ...Option) *Backend {
 	cfg := newConfig(opts)
 	t := newTables(cfg.prefix)
-	b := &Backend{db: db, cfg: cfg, t: t, hub: hubFor("session:" + cfg.prefix + cfg.hubSuffix), stop: make(chan struct{})}
+	b := &Backend{db: db, cfg: cfg, t: t, hub: &hub{}}
 	b.slots = make([]*slot, cfg.sessions)
 	for i := range b.slots {
 		b.slots[i] = &slot{grants: map[string]*grant{}, enqueued: map[string]map[lockx.Owner]bool{}}
@@ -181,8 +161,7 @@ func (b *Backend) connect(ctx context.Context, s *slot) error {
 	}
 	if !b.started {
 		b.started = true // the health check runs from the first pinned session on
-		b.wg.Add(1)
-		go b.healthLoop()
+		b.g.Go(b.healthLoop)
 	}
 	b.mu.Unlock()
 	return nil
@@ -197,11 +176,9 @@ func (b *Backend) kill(s *slot) {
 		s.conn = nil
 	}
 	for name, g := range s.grants {
-		if g.timer != nil {
-			g.timer.Stop()
-		}
+		g.lease.Stop()
 		delete(s.grants, name)
-		g.lost()
+		g.loss.Fire(&b.g)
 		b.hub.wake(name)
 	}
 	s.enqueued = map[string]map[lockx.Owner]bool{}
@@ -362,14 +339,10 @@ func (b *Backend) releaseName(s *slot, name string) {
 
 // arm starts the lease timer of g. Callers hold s.mu.
 func (b *Backend) arm(s *slot, name string, g *grant) {
-	if g.timer != nil {
-		g.timer.Stop()
-	}
-	d := time.Until(g.expires)
-	g.timer = time.AfterFunc(d, func() {
+	g.lease.Arm(time.Until(g.expires), func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.grants[name] == g && !time.Now().Before(g.expires) {
+		if s.grants[name] == g && g.lease.Expired(g.expires) {
 			b.expireLocked(s, name, g)
 		}
 	})
@@ -378,11 +351,9 @@ func (b *Backend) arm(s *slot, name string, g *grant) {
 // expireLocked frees a lock whose lease passed without Extend. Callers
 // hold s.mu.
 func (b *Backend) expireLocked(s *slot, name string, g *grant) {
-	if g.timer != nil {
-		g.timer.Stop()
-	}
+	g.lease.Stop()
 	delete(s.grants, name)
-	g.lost()
+	g.loss.Fire(&b.g)
 	b.releaseName(s, name)
 	b.hub.wake(name)
 }
@@ -453,9 +424,7 @@ func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) er
 	g := s.grants[name]
 	if g != nil && g.owner == owner && g.key == key {
 		expired := !time.Now().Before(g.expires)
-		if g.timer != nil {
-			g.timer.Stop()
-		}
+		g.lease.Stop()
 		delete(s.grants, name)
 		b.releaseName(s, name)
 		if g.fair {
@@ -517,9 +486,9 @@ func (b *Backend) TTL(ctx context.Context, key string, owner lockx.Owner) (time.
 	return queryTTL(ctx, b.db, b.ttlSQL, name, owner)
 }
 
-// Watch implements lockx.Notifier. Releases by Backends of this process
-// (same table prefix) wake at once; releases by other processes are seen
-// by polling IS_FREE_LOCK every WithPollInterval while anything waits.
+// Watch implements lockx.Notifier. Releases through this Backend wake at
+// once; releases elsewhere (other processes, other Backends) are seen by
+// polling IS_FREE_LOCK every WithPollInterval while anything waits.
 func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-chan struct{}, func(), error) {
 	return watch(b.hub, b.poll, b.t.lockName(key))
 }
@@ -541,12 +510,11 @@ func (b *Backend) checkFree(ctx context.Context, names []string) ([]bool, error)
 // healthLoop pings holder sessions that did no statement in the last
 // interval, and sweeps stale bookkeeping rows now and then.
 func (b *Backend) healthLoop() {
-	defer b.wg.Done()
 	t := time.NewTicker(b.cfg.health)
 	defer t.Stop()
 	for tick := 0; ; tick++ {
 		select {
-		case <-b.stop:
+		case <-b.g.Done():
 			return
 		case <-t.C:
 		}
@@ -584,8 +552,7 @@ func (b *Backend) Close() error {
 		b.mu.Lock()
 		b.closed = true
 		b.mu.Unlock()
-		close(b.stop)
-		b.wg.Wait()
+		b.g.Close()
 		b.poll.close()
 		for _, s := range b.slots {
 			s.mu.Lock()
@@ -594,9 +561,7 @@ func (b *Backend) Close() error {
 				s.conn = nil
 			}
 			for name, g := range s.grants {
-				if g.timer != nil {
-					g.timer.Stop()
-				}
+				g.lease.Stop()
 				delete(s.grants, name)
 				b.hub.wake(name)
 			}

@@ -42,7 +42,7 @@ var (
 func NewTable(db *sql.DB, opts ...Option) *TableBackend {
 	cfg := newConfig(opts)
 	t := newTables(cfg.prefix)
-	b := &TableBackend{db: db, cfg: cfg, t: t, hub: hubFor("table:" + cfg.prefix + cfg.hubSuffix), enqueued: map[string]map[lockx.Owner]bool{}, fairHeld: map[string]lockx.Owner{}}
+	b := &TableBackend{db: db, cfg: cfg, t: t, hub: &hub{}, enqueued: map[string]map[lockx.Owner]bool{}, fairHeld: map[string]lockx.Owner{}}
 	b.poll = newPoller(b.hub, cfg.poll, b.checkFree)
 	// One statement decides and records: g is computed first from the old
 	// row (ON DUPLICATE KEY UPDATE assigns left to right), then the other
