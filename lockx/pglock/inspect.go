@@ -60,7 +60,7 @@ func (b *Backend) inspect(ctx context.Context, prefix string) ([]lockx.LockInfo,
 	q := strings.NewReplacer("{live}", sqlLive, "{held}", b.names.held, "{queue}", b.names.queue).Replace(sqlInspect)
 	rows, err := b.pool.Query(ctx, q, []byte(prefix))
 	if err != nil {
-		return nil, unavailable("inspect", err)
+		return nil, inspectError(err)
 	}
 	var out []lockx.LockInfo
 	for rows.Next() {
@@ -87,9 +87,20 @@ func (b *Backend) inspect(ctx context.Context, prefix string) ([]lockx.LockInfo,
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, nil
 		}
-		return nil, unavailable("inspect", err)
+		return nil, inspectError(err)
 	}
 	return out, nil
+}
+
+// inspectError maps a failed inspection to its verdict. A schema not made
+// yet (the first lock makes it, unless WithoutAutoMigrate) holds no lock:
+// an operator or leader.Election.Leader asking before any lock was taken
+// gets an empty answer, not an outage.
+func inspectError(err error) error {
+	if isMissingSchema(err) {
+		return nil
+	}
+	return unavailable("inspect", err)
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
