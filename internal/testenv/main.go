@@ -8,7 +8,8 @@
 //	func TestMain(m *testing.M) { testenv.Main(m) }
 //
 // which checks for leaked goroutines after all tests and stops the shared
-// Cluster and Sentinel servers.
+// Cluster and Sentinel servers, or, in a copy of the binary started by
+// StartChild, runs the child's role instead of the tests.
 //
 // A missing service or redis-server binary skips the test, except under
 // CI=true, where it fails it. Processes are stopped by pid: at t.Cleanup for
@@ -44,6 +45,9 @@ func Main(m *testing.M) {
 }
 
 func runMain(m *testing.M) (code int) {
+	if code, isChild := runChild(); isChild {
+		return code
+	}
 	shared.mu.Lock()
 	shared.main = true
 	shared.mu.Unlock()

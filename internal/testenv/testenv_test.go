@@ -315,3 +315,28 @@ func TestDSNAddresses(t *testing.T) {
 		}
 	}
 }
+
+var _ = Role("testenv-sleeper", func(args []string) error {
+	Say("hello %s", args[0])
+	select {} // until killed
+})
+
+var _ = Role("testenv-exit", func(args []string) error {
+	Say("bye")
+	return nil
+})
+
+// TestChildKilled: a role runs in a copy of the binary, talks back, and dies
+// of SIGKILL; a role that returns exits with status 0.
+func TestChildKilled(t *testing.T) {
+	c := StartChild(t, "testenv-sleeper", "world")
+	if got := c.Expect(t, "hello", 30*time.Second); got != "world" {
+		t.Fatalf("child said hello %q, want world", got)
+	}
+	c.Kill(t)
+	e := StartChild(t, "testenv-exit")
+	e.Expect(t, "bye", 30*time.Second)
+	if err := e.Wait(t, 30*time.Second); err != nil {
+		t.Fatalf("exit role: %v", err)
+	}
+}
