@@ -8,23 +8,35 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
-	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/patterns/cronguard"
 )
 
-// pgBackends returns a factory of backends, each on a pool of its own as
+// pgBackends returns a factory of backends (crashBackend), each on a pool of its own as
 // separate processes would have (at most 4 connections: one holder session,
 // the listener, two for queries; PostgreSQL's 100 are shared by every test
 // on the machine), in a schema of the test's own dropped at cleanup.
 func pgBackends(t *testing.T) func() lockx.Backend {
-	dsn := testenv.PostgresURL(t)
+	dsn, schema := pgSchema(t)
+	return func() lockx.Backend {
+		b, closeBackend, err := crashBackend("postgres", dsn, schema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(closeBackend)
+		return b
+	}
+}
+
+// pgSchema returns the PostgreSQL DSN and a schema of the test's own,
+// dropped at cleanup.
+func pgSchema(t *testing.T) (dsn, schema string) {
+	dsn = testenv.PostgresURL(t)
 	var b [6]byte
 	_, _ = rand.Read(b[:])
-	schema := "cronguard_test_" + hex.EncodeToString(b[:])
+	schema = "cronguard_test_" + hex.EncodeToString(b[:])
 	t.Cleanup(func() { // registered first: runs after every pool and backend is closed
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -38,21 +50,7 @@ func pgBackends(t *testing.T) func() lockx.Backend {
 			t.Errorf("drop schema: %v", err)
 		}
 	})
-	return func() lockx.Backend {
-		cfg, err := pgxpool.ParseConfig(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.MaxConns = 4
-		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		be := pglock.New(pool, pglock.WithSchema(schema), pglock.WithSessions(1))
-		t.Cleanup(func() { _ = be.Close() })
-		return be
-	}
+	return dsn, schema
 }
 
 func TestFleetPostgres(t *testing.T) {
@@ -104,4 +102,16 @@ func TestBackendTimePostgres(t *testing.T) {
 	if err := job.RunNow(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A killed runner's session ends with its process, and its advisory lock
+// with it: the durable claim in the BackendStore keeps the trigger taken.
+func TestCrashAtMostOncePostgres(t *testing.T) {
+	dsn, schema := pgSchema(t)
+	crashAtMostOnce(t, "postgres", dsn, schema)
+}
+
+func TestCrashAtLeastOncePostgres(t *testing.T) {
+	dsn, schema := pgSchema(t)
+	crashAtLeastOnce(t, "postgres", dsn, schema)
 }
