@@ -26,7 +26,7 @@ func memClients(b *memlock.Backend) func(t *testing.T) *lockx.Client {
 
 func TestFleetMemlock(t *testing.T) {
 	t.Parallel()
-	fleetSuite(t, memClients(memlock.New()), 40, true, "scheduled", "now", "backend", "atleastonce")
+	fleetSuite(t, memClients(memlock.New()), true, "scheduled", "now", "backend", "backend5s", "atleastonce")
 }
 
 // killable stands for a runner's process: once killed, nothing it sends

@@ -57,7 +57,7 @@ func TestFleetPostgres(t *testing.T) {
 	t.Parallel()
 	// 2 scenarios × 5 instances × 4 connections.
 	newBackend := pgBackends(t)
-	fleetSuite(t, func(t *testing.T) *lockx.Client { return clientOf(t, newBackend()) }, 80, false, "scheduled", "atleastonce")
+	fleetSuite(t, func(t *testing.T) *lockx.Client { return clientOf(t, newBackend()) }, false, "scheduled", "atleastonce")
 }
 
 // The PostgreSQL kill tests are not parallel: they run (and close their

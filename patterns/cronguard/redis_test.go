@@ -51,5 +51,5 @@ func TestRunnerKilledAtLeastOnceRedis(t *testing.T) {
 
 func TestFleetRedis(t *testing.T) {
 	t.Parallel()
-	fleetSuite(t, redisClients(t), 80, true, "scheduled", "backend", "atleastonce")
+	fleetSuite(t, redisClients(t), true, "scheduled", "now", "backend", "backend5s", "atleastonce")
 }
