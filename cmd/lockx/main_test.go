@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockx-go/lockx/internal/testenv"
+	"github.com/lockx-go/lockx/internal/wallclock"
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/lockx/redislock"
@@ -192,7 +193,7 @@ func TestRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, errText := range []string{"", "upstream timeout"} {
-		trig, _ := cl.Trigger(time.Now().Add(-time.Duration(i+1) * time.Hour))
+		trig, _ := cl.Trigger(wallclock.Now().Add(-time.Duration(i+1) * time.Hour)) // the clock the cron command reads
 		run := cronguard.Run{Job: "nightly", Trigger: trig, Instance: fmt.Sprintf("host-%c", 'a'+i), Token: lockx.Token(7 + i),
 			Started: trig.Add(time.Second), Duration: 1500 * time.Millisecond, Error: errText}
 		if err := store.Record(context.Background(), run); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockx-go/lockx/internal/wallclock"
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/lockx/redislock"
@@ -75,7 +76,7 @@ exit codes: 0 ok, 1 backend failed, 2 usage, 3 not held, 4 not confirmed, 5 unsu
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
-	c := &cli{in: bufio.NewReader(stdin), out: stdout, errOut: stderr, now: time.Now}
+	c := &cli{in: bufio.NewReader(stdin), out: stdout, errOut: stderr, now: wallclock.Now}
 	fs := flag.NewFlagSet("lockx", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	o := &c.opts

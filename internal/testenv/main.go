@@ -9,7 +9,9 @@
 //
 // which checks for leaked goroutines after all tests and stops the shared
 // Cluster and Sentinel servers, or, in a copy of the binary started by
-// StartChild, runs the child's role instead of the tests.
+// StartChild, runs the child's role instead of the tests. In both it first
+// moves the packages' default wall clock when LOCKX_TEST_CLOCK_OFFSET asks
+// for it (ClockOffsetEnv).
 //
 // A missing service or redis-server binary skips the test, except under
 // CI=true, where it fails it. Processes are stopped by pid: at t.Cleanup for
@@ -45,6 +47,10 @@ func Main(m *testing.M) {
 }
 
 func runMain(m *testing.M) (code int) {
+	if err := moveClock(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
 	if code, isChild := runChild(); isChild {
 		return code
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockx-go/lockx/internal/wallclock"
 	"github.com/lockx-go/lockx/lockx"
 )
 
@@ -129,7 +130,7 @@ func (s *BackendStore) LastRuns(ctx context.Context, job string, n int) ([]Run, 
 	if n <= 0 {
 		n = DefaultKeep
 	}
-	now := time.Now()
+	now := wallclock.Now()
 	var out []Run
 	for _, trig := range recentTriggers(sched, now, 4*n+16, now.Add(-s.retention)) {
 		r, ok, err := s.load(ctx, doneKind, job, trig)

@@ -118,13 +118,12 @@ func ExampleNewBackendStore() {
 		fmt.Println(err)
 		return
 	}
-	trig := time.Now().Truncate(time.Hour)
 	for _, name := range []string{"web-1", "web-2"} {
 		locks := lockx.New(b)
 		defer locks.Close()
 		job, _ := cronguard.Guard(locks, "rollup", func(context.Context) error { return nil },
 			cronguard.Every(time.Hour), cronguard.WithStore(store), cronguard.WithInstance(name))
-		_ = job.RunAt(context.Background(), trig)
+		_ = job.RunNow(context.Background()) // both fire now: one trigger
 		runs, _ := job.LastRuns(context.Background(), 1)
 		fmt.Println(name, "sees the run by", runs[0].Instance)
 	}

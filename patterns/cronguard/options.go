@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/lockx-go/lockx/internal/wallclock"
 	"github.com/lockx-go/lockx/lockx"
 )
 
@@ -203,7 +204,7 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 
 // build applies opts and derives the defaults for job on locks.
 func build(locks *lockx.Client, job string, opts []Option) (config, error) {
-	c := config{now: time.Now}
+	c := config{now: wallclock.Now}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)

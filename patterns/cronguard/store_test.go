@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockx-go/lockx/internal/testenv"
+	"github.com/lockx-go/lockx/internal/wallclock"
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/lockx/redislock"
@@ -26,7 +27,7 @@ func testStore(t *testing.T, locks *lockx.Client, store cronguard.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now().Truncate(time.Second)
+	now := wallclock.Now().Truncate(time.Second) // the clock LastRuns reads
 	t1, t2, t3 := now.Add(-2*time.Second), now.Add(-time.Second), now
 	recs := []cronguard.Run{
 		{Job: job, Trigger: t1, Instance: "a", Token: 1},
