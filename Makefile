@@ -38,7 +38,7 @@ bench:
 ## bench-patterns: the pattern and middleware benchmarks (go test -bench):
 ## idempotency replay and fencing-check overhead over HTTP, stock modes,
 ## rwlock and semaphore, telemetry overhead, Redlock, MySQL (session and lease
-## table beside the seed's naive table lock), PostgreSQL's hot key split into
+## table beside the naive table lock), PostgreSQL's hot key split into
 ## its raw floors. Ratios are within one run.
 bench-patterns:
 	$(GO) test -run '^$$' -bench 'IdempotencyPaired|FencingRatio' -benchtime 20000x -count 3 ./middleware/

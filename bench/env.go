@@ -17,7 +17,7 @@ import (
 )
 
 // PoolSize is the go-redis pool size of a client shared by many goroutines,
-// as in the peer measurements of shared/anchors/peer-benchmark.md.
+// as in the peer measurements of docs/benchmarks.md.
 const PoolSize = 64
 
 // Env is what the cases run against: the benchmark's redis-servers

@@ -5,8 +5,11 @@ import (
 	"time"
 )
 
-// Defaults. The backoff bounds come from the seeds (50 ms → 1 s); the lease
-// from Redisson's watchdog default.
+// Defaults. The backoff starts at 50 ms, a few round trips plus a short
+// critical section, and doubles with full jitter up to 1 s, which bounds how
+// late a waiter that missed a release notification retries (the scheme of
+// "Exponential Backoff And Jitter", AWS Architecture Blog, 2015). The lease
+// is Redisson's watchdog default.
 const (
 	DefaultLease      = 30 * time.Second
 	DefaultMaxKeyLen  = 512
@@ -122,7 +125,8 @@ func WithQueueTTL(d time.Duration) Option {
 
 // LocalFirst makes goroutines of this process that contend for one key queue
 // in-process first, so only one of them contends with other processes at a
-// time (seed 000 §6.3). It cuts backend load under local contention.
+// time: N local waiters cost the backend one waiter instead of N. It cuts
+// backend load under local contention.
 func LocalFirst() Option { return func(c *config) { c.localFirst = true } }
 
 // WithBackoff sets the bounds of the exponential backoff (with jitter)

@@ -14,8 +14,8 @@ import (
 	"github.com/lockx-go/lockx/lockx/mysqllock"
 )
 
-// The benchmarks compare both modes with the naive table lock of seed 001
-// §2.1 (INSERT … ON DUPLICATE KEY UPDATE expire_time = IF(expired, new,
+// The benchmarks compare both modes with the naive table lock that many
+// MySQL lock write-ups show (INSERT … ON DUPLICATE KEY UPDATE expire_time = IF(expired, new,
 // old), DELETE to release; no owner check, no token, no renewal):
 //
 //	go test -run '^$' -bench . -benchtime 2s ./lockx/mysqllock/
@@ -49,7 +49,7 @@ func newNaive(b *testing.B, db *sql.DB, prefix string) *naive {
 }
 
 func (n *naive) try(ctx context.Context, key string) (bool, error) {
-	// Seed 001 §2.1, verbatim but for the bind parameter. 1 row affected:
+	// The common naive table lock, with a bind parameter. 1 row affected:
 	// inserted; 2: an expired row taken over; 0: held.
 	res, err := n.db.ExecContext(ctx, "INSERT INTO "+n.table+" (lock_key, expire_time) VALUES (?, NOW() + INTERVAL 30 SECOND)"+
 		" ON DUPLICATE KEY UPDATE expire_time = IF(expire_time < NOW(), VALUES(expire_time), expire_time)", key)

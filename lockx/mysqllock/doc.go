@@ -5,8 +5,8 @@
 //     pinned connections, fencing tokens from a durable fence table, leases
 //     kept by the Backend, loss detection by health check.
 //   - NewTable: a lease table, one InnoDB row per key with owner, token and
-//     expires_at, renewed by the Client's watchdog (the design of seed 001
-//     §2.1, made correct: owner checks, tokens, renewal, fair queue).
+//     expires_at, renewed by the Client's watchdog (the common MySQL table
+//     lock, made correct: owner checks, tokens, renewal, fair queue).
 //
 // Both implement lockx.Backend and lockx.Notifier and pass lockxtest; New
 // also implements lockx.LossNotifier.
@@ -152,7 +152,7 @@
 //
 // go test -run '^$' -bench . -benchtime 2s -count 3 ./lockx/mysqllock/ on
 // MariaDB 10.11 (local, innodb_flush_log_at_trx_commit=1, 2 shared cores),
-// medians, beside seed 001's naive table lock (INSERT … ON DUPLICATE KEY
+// medians, beside the common naive table lock (INSERT … ON DUPLICATE KEY
 // UPDATE expire_time = IF(expired, new, old); DELETE to release; no owner
 // check, token, renewal or waiting — waiters retry every millisecond):
 //

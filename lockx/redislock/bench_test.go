@@ -21,7 +21,7 @@ import (
 // "g64" runs 64 goroutines (SetParallelism on GOMAXPROCS=2), "g1" one.
 
 // benchRedis is a client with a pool as large as the goroutine count, as in
-// shared/anchors/peer-benchmark.md.
+// the peer measurements of docs/benchmarks.md.
 func benchRedis(b *testing.B) *redis.Client {
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(b), PoolSize: 64})
 	b.Cleanup(func() { _ = rdb.Close() })

@@ -19,7 +19,7 @@ import (
 // The flash-sale rows on Redis: orders/s of one SKU under 64 concurrent
 // buyers, for
 //
-//	GlobalLock     one lock for the SKU, read-modify-write (the seeds' anti-pattern)
+//	GlobalLock     one lock for the SKU, read-modify-write (the anti-pattern)
 //	SegmentLocks16 16 segments, each with its own lock, read-modify-write
 //	LockFree16     16 segments, one atomic script per deduction
 //

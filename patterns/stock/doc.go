@@ -16,7 +16,8 @@
 //
 // # Segments
 //
-// The units are split into K segments (default 16, seed 001's number), each
+// The units are split into K segments (default 16, the striping width that
+// Java's ConcurrentHashMap long used by default), each
 // a counter of its own — on Redis a key with its own hash tag, so on a
 // Cluster the segments of one hot SKU spread over the nodes. A buyer starts
 // at a random segment. A segment that cannot serve them is not the end:
@@ -30,13 +31,14 @@
 //
 // LockFree (default) deducts with one atomic conditional step per segment —
 // a Lua script on Redis, UPDATE … SET n = n - q WHERE n >= q on PostgreSQL.
-// Locked is the seeds' design: take the segment's lockx lock, read the
+// Locked is the classic segment-lock design: take the segment's lockx lock, read the
 // level, write it back; the write is a compare-and-swap on the level read,
 // so a holder that lost its lock cannot oversell. Both have the same API,
 // limits, reservations and guarantees; LockFree is faster by an order of
 // magnitude (docs/patterns/stock.md has the numbers). Locked is there for
 // stores without a conditional update and as the baseline that shows why
-// seed 000 §9.2 recommends the atomic step.
+// an atomic conditional decrement should replace the lock wherever the
+// store has one.
 //
 // # Ledger and reconciliation
 //
@@ -66,5 +68,6 @@
 //
 // WithSoldOutCache answers ErrSoldOut locally for a while after the SKU
 // sold out, and WithLocalRate sheds load above a rate with ErrBusy — both
-// before the backend is asked (seed 000 §7).
+// before the backend is asked, so a hot SKU that sold out stops costing
+// round trips.
 package stock

@@ -72,7 +72,7 @@ func ExampleWithMode() {
 	ctx := context.Background()
 	locks := lockx.New(memlock.New())
 	defer locks.Close()
-	// The seeds' design: a lock per segment, read-modify-write under it.
+	// The classic segment-lock design: a lock per segment, read-modify-write under it.
 	sku := stock.New(locks, "sku:1003", stock.WithMode(stock.Locked), stock.WithSegments(16))
 	if _, err := sku.Init(ctx, 100); err != nil {
 		panic(err)

@@ -17,7 +17,7 @@ const (
 	// round trip. The default.
 	LockFree Mode = iota
 	// Locked takes the segment's lockx lock, reads the level and writes it
-	// back (the seeds' segment-lock design). The write is a compare-and-swap
+	// back (the classic segment-lock design). The write is a compare-and-swap
 	// on the level read, so a holder that lost its lock mid-way cannot
 	// oversell; it only fails and retries.
 	Locked
@@ -32,7 +32,8 @@ func (m Mode) String() string {
 }
 
 // DefaultSegments is the segment count without WithSegments or
-// WithConcurrency: seed 001's 16.
+// WithConcurrency: 16, the striping width that Java's ConcurrentHashMap
+// long used by default (its concurrencyLevel).
 const DefaultSegments = 16
 
 // Verdicts of a Stock. Test for them with errors.Is.
@@ -95,7 +96,7 @@ func WithOrders(store lockx.OrderStore) Option { return func(s *Stock) { s.order
 
 // WithSoldOutCache turns on the hot-key guard: after a sold-out verdict this
 // process answers ErrSoldOut locally for ttl, without asking the backend
-// (seed 000 §7: local pre-check). Restock, Cancel and Expire through this
+// (a local pre-check: a sold-out SKU costs no round trip). Restock, Cancel and Expire through this
 // Stock clear it; units returned through another process are seen after ttl.
 func WithSoldOutCache(ttl time.Duration) Option {
 	return func(s *Stock) {

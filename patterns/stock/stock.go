@@ -330,7 +330,8 @@ func (s *Stock) takeOne(ctx context.Context, p Part, user string, ttl time.Durat
 	t := lockx.StockTake{SKU: s.sku, Seg: p.Seg, ID: p.Entry, User: user, Qty: p.Qty, TTL: ttl}
 	if s.mode == Locked {
 		// Look before queueing for the lock: a segment that cannot serve
-		// the part is not worth the wait (seed 000 §7, local pre-check).
+		// the part is not worth the wait: one read is cheaper than a queue
+		// turn that ends in ErrStockShort anyway.
 		lv, err := s.sb.StockLevels(ctx, s.sku, []int{p.Seg})
 		if err != nil {
 			return err
