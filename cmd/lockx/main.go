@@ -7,8 +7,9 @@
 //	lockx [flags] force-unlock KEY     evict KEY's holder (asks to confirm unless --yes)
 //	lockx [flags] cron JOB --every D   last runs of a cronguard job (records in the backend's result store)
 //
-// Connect with --redis URL (redis://[:password@]host:port/db, or the
-// LOCKX_REDIS_URL environment variable), --postgres URL (LOCKX_POSTGRES_URL)
+// Connect with --redis URL (redis://[[user]:password@]host:port[/db],
+// rediss:// for TLS, or just host:port, which means redis://host:port; or
+// the LOCKX_REDIS_URL environment variable), --postgres URL (LOCKX_POSTGRES_URL)
 // or --zookeeper host:port,... (LOCKX_ZOOKEEPER).
 // --prefix must match the Redis backend's prefix (default "lockx:");
 // --schema and --namespace the PostgreSQL backend's; --zkroot the
@@ -31,6 +32,10 @@
 //	3  no such lock: KEY is not held
 //	4  force-unlock not confirmed
 //	5  the backend cannot do this (no Inspector, or no result store for cron)
+//
+// A usage error prints one line saying what is wrong and a pointer to
+// --help; a backend error names the command that met it. go-redis's own
+// log lines are silenced: the error lockx prints already says it.
 package main
 
 import (

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -276,23 +277,68 @@ func TestPostgres(t *testing.T) {
 	}
 }
 
-func TestUsage(t *testing.T) {
-	for _, args := range [][]string{
-		{},
-		{"ls"}, // no backend
-		{"--redis", "redis://127.0.0.1:1", "--postgres", "postgres://x", "ls"},
-		{"--redis", "redis://127.0.0.1:1", "frobnicate"},
-		{"--redis", "redis://127.0.0.1:1", "inspect"},
-		{"--bogus"},
+// recordingRedisLogger keeps what go-redis logs.
+type recordingRedisLogger struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *recordingRedisLogger) Printf(_ context.Context, format string, v ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf(format, v...))
+}
+
+// TestMessages pins every message a newcomer meets on a mistake: one line
+// that says what is wrong, plus the --help hint for usage errors; the
+// command that failed named in backend errors; nothing from go-redis.
+func TestMessages(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	rec := &recordingRedisLogger{}
+	redis.SetLogger(rec)
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+	}{
+		{"msg_bad_flag", []string{"--bogus", "ls"}, exitUsage},
+		{"msg_flag_needs_value", []string{"ls", "--redis"}, exitUsage},
+		{"msg_flag_bad_value", []string{"--timeout", "soon", "ls"}, exitUsage},
+		{"msg_no_backend", []string{"ls"}, exitUsage},
+		{"msg_unknown_command", []string{"--redis", addr, "frobnicate"}, exitUsage},
+		{"msg_inspect_no_key", []string{"--redis", addr, "inspect"}, exitUsage},
+		{"msg_force_unlock_no_key", []string{"--redis", addr, "force-unlock"}, exitUsage},
+		{"msg_cron_no_job", []string{"--redis", addr, "cron", "--every", "1h"}, exitUsage},
+		{"msg_extra_argument", []string{"--redis", addr, "ls", "a/", "b/"}, exitUsage},
+		{"msg_redis_not_url", []string{"--redis", "not a url", "ls"}, exitUsage},
+		{"msg_redis_bad_scheme", []string{"--redis", "http://127.0.0.1:6379", "ls"}, exitUsage},
+		{"msg_redis_bad_port", []string{"--redis", "127.0.0.1:port", "ls"}, exitUsage},
+		// host:port means redis://host:port: these reach the server.
+		{"msg_redis_host_port", []string{"--redis", addr, "inspect", "lockx-cli-never-held"}, exitNotHeld},
+		{"msg_ls_unreachable", []string{"--redis", "127.0.0.1:1", "ls"}, exitFailed},
+		{"msg_inspect_unreachable", []string{"--redis", "127.0.0.1:1", "inspect", "orders/42"}, exitFailed},
 	} {
-		if r := runCLI(t, "", args...); r.code != exitUsage {
-			t.Errorf("%q: exit %d, want %d", args, r.code, exitUsage)
+		r := runCLI(t, "", tc.args...)
+		if r.code != tc.code {
+			t.Errorf("%s: exit %d, want %d; stderr: %s", tc.name, r.code, tc.code, r.errOut)
 		}
+		if r.out != "" {
+			t.Errorf("%s: stdout %q, want nothing", tc.name, r.out)
+		}
+		golden(t, tc.name, r.errOut)
 	}
-	if r := runCLI(t, "", "--redis", "redis://127.0.0.1:1", "--timeout", "500ms", "ls"); r.code != exitFailed {
-		t.Errorf("unreachable Redis: exit %d, want %d (%s)", r.code, exitFailed, r.errOut)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.lines) > 0 {
+		t.Errorf("go-redis logged %d lines, the first: %s", len(rec.lines), rec.lines[0])
 	}
-	if r := runCLI(t, "", "-h"); r.code != exitOK || !strings.Contains(r.out, "exit codes") {
+}
+
+func TestUsage(t *testing.T) {
+	if r := runCLI(t, ""); r.code != exitUsage || !strings.Contains(r.errOut, "commands:") {
+		t.Errorf("no arguments: exit %d, want %d and the usage; stderr %q", r.code, exitUsage, r.errOut)
+	}
+	if r := runCLI(t, "", "-h"); r.code != exitOK || !strings.Contains(r.out, "exit codes") || !strings.Contains(r.out, "host:port alone means redis://host:port") {
 		t.Errorf("-h: %d %q", r.code, r.out)
 	}
 }

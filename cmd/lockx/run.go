@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
 	"os/user"
@@ -49,6 +50,7 @@ type options struct {
 }
 
 type cli struct {
+	cmd    string // the command run, named in its errors
 	opts   options
 	in     *bufio.Reader
 	out    io.Writer
@@ -80,7 +82,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 	fs := flag.NewFlagSet("lockx", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	o := &c.opts
-	fs.StringVar(&o.redisURL, "redis", getenv("LOCKX_REDIS_URL"), "Redis `URL` (env LOCKX_REDIS_URL)")
+	fs.StringVar(&o.redisURL, "redis", getenv("LOCKX_REDIS_URL"), "Redis `URL`, redis://[[user]:password@]host:port[/db] or rediss:// for TLS;\nhost:port alone means redis://host:port (env LOCKX_REDIS_URL)")
 	fs.StringVar(&o.postgresURL, "postgres", getenv("LOCKX_POSTGRES_URL"), "PostgreSQL `URL` (env LOCKX_POSTGRES_URL)")
 	fs.StringVar(&o.zookeeper, "zookeeper", getenv("LOCKX_ZOOKEEPER"), "ZooKeeper `servers`, host:port,... (env LOCKX_ZOOKEEPER)")
 	fs.StringVar(&o.zkRoot, "zkroot", zklock.DefaultRoot, "ZooKeeper root znode of the backend")
@@ -96,23 +98,26 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 	fs.DurationVar(&o.every, "every", 0, "cron: the job's interval (cronguard.Every)")
 	fs.DurationVar(&o.retention, "retention", 7*24*time.Hour, "cron: how far back to look")
 	fs.IntVar(&o.runs, "runs", 10, "cron: how many runs to show")
+	// A usage error is one line and a pointer to --help: the full usage
+	// would bury the line that says what is wrong.
+	bad := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "lockx: "+format+"\n", a...)
+		fmt.Fprintln(stderr, helpHint)
+		return exitUsage
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			usage(stdout, fs)
 			return exitOK
 		}
-		fmt.Fprintln(stderr, "lockx:", err)
-		usage(stderr, fs)
-		return exitUsage
+		return bad("%s", flagError(err))
 	}
 	// Flags may also follow the command and its argument.
 	var rest []string
 	for args := fs.Args(); len(args) > 0; args = fs.Args() {
 		rest = append(rest, args[0])
 		if err := fs.Parse(args[1:]); err != nil {
-			fmt.Fprintln(stderr, "lockx:", err)
-			usage(stderr, fs)
-			return exitUsage
+			return bad("%s", flagError(err))
 		}
 	}
 	if len(rest) == 0 {
@@ -120,29 +125,33 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 		return exitUsage
 	}
 	cmd, rest := rest[0], rest[1:]
-	need := map[string][2]int{"ls": {0, 1}, "inspect": {1, 1}, "watch": {0, 1}, "force-unlock": {1, 1}, "cron": {1, 1}}
-	n, ok := need[cmd]
-	if !ok || len(rest) < n[0] || len(rest) > n[1] {
-		fmt.Fprintf(stderr, "lockx: bad command %q\n", strings.Join(append([]string{cmd}, rest...), " "))
-		usage(stderr, fs)
-		return exitUsage
+	spec, ok := commands[cmd]
+	switch {
+	case !ok:
+		return bad("unknown command %q (commands: ls, inspect, watch, force-unlock, cron)", cmd)
+	case spec.arg != "" && spec.required && len(rest) == 0:
+		return bad("%s: missing %s (%s)", cmd, spec.arg, spec.what)
+	case len(rest) > 1 || len(rest) == 1 && spec.arg == "":
+		return bad("%s: unexpected argument %q (usage: lockx %s)", cmd, rest[len(rest)-1], strings.TrimSpace(cmd+" "+spec.usage()))
 	}
 	if given := btoi(o.redisURL != "") + btoi(o.postgresURL != "") + btoi(o.zookeeper != ""); given != 1 {
-		fmt.Fprintln(stderr, "lockx: give exactly one of --redis, --postgres and --zookeeper (or LOCKX_REDIS_URL / LOCKX_POSTGRES_URL / LOCKX_ZOOKEEPER)")
-		return exitUsage
+		return bad("give exactly one of --redis, --postgres and --zookeeper (or LOCKX_REDIS_URL / LOCKX_POSTGRES_URL / LOCKX_ZOOKEEPER)")
 	}
+	// Only lockx speaks on stderr: go-redis would log its pool's dial
+	// failures there, repeating what the error below says.
+	redis.SetLogger(silentRedisLogger{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	b, closeFn, err := c.connect(ctx)
 	if err != nil {
-		fmt.Fprintln(stderr, "lockx:", err)
-		return exitUsage
+		return bad("%s", err)
 	}
 	defer closeFn()
 	arg := ""
 	if len(rest) > 0 {
 		arg = rest[0]
 	}
+	c.cmd = cmd
 	switch cmd {
 	case "ls":
 		return c.ls(ctx, b, arg)
@@ -155,6 +164,70 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 	default:
 		return c.forceUnlock(ctx, b, arg)
 	}
+}
+
+// helpHint follows every usage error.
+const helpHint = "run 'lockx --help' for usage"
+
+// command describes a command's argument, for the usage errors.
+type command struct {
+	arg      string // the argument's name, "" if it takes none
+	required bool
+	what     string // what the argument is, for "missing ARG (what)"
+}
+
+func (c command) usage() string {
+	switch {
+	case c.arg == "":
+		return ""
+	case c.required:
+		return c.arg
+	}
+	return "[" + c.arg + "]"
+}
+
+var commands = map[string]command{
+	"ls":           {arg: "PREFIX", what: "list the locks whose keys start with it"},
+	"inspect":      {arg: "KEY", required: true, what: "the key of the lock to show"},
+	"watch":        {arg: "PREFIX", what: "watch the locks whose keys start with it"},
+	"force-unlock": {arg: "KEY", required: true, what: "the key of the lock to evict"},
+	"cron":         {arg: "JOB", required: true, what: "the cronguard job whose runs to show"},
+}
+
+// flagError rewords the flag package's errors, which name flags with one
+// dash although the usage shows two.
+func flagError(err error) string {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return fmt.Sprintf("unknown flag --%s", name)
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return fmt.Sprintf("flag --%s needs a value", name)
+	}
+	return strings.Replace(msg, "for flag -", "for flag --", 1)
+}
+
+// silentRedisLogger drops go-redis's internal log lines.
+type silentRedisLogger struct{}
+
+func (silentRedisLogger) Printf(context.Context, string, ...any) {}
+
+// redisOptions parses --redis: a URL, or host:port meaning redis://host:port.
+func redisOptions(s string) (*redis.Options, error) {
+	u := s
+	if !strings.Contains(u, "://") {
+		u = "redis://" + u
+	}
+	ro, err := redis.ParseURL(u)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("--redis %q: %s; want host:port or redis://[[user]:password@]host:port[/db] (rediss:// for TLS)",
+			s, strings.TrimPrefix(err.Error(), "redis: "))
+	}
+	return ro, nil
 }
 
 func btoi(b bool) int {
@@ -176,9 +249,9 @@ func (c *cli) connect(ctx context.Context) (lockx.Backend, func(), error) {
 		return b, func() { _ = b.Close() }, nil
 	}
 	if u := c.opts.redisURL; u != "" {
-		ro, err := redis.ParseURL(u)
+		ro, err := redisOptions(u)
 		if err != nil {
-			return nil, nil, fmt.Errorf("--redis: %w", err)
+			return nil, nil, err
 		}
 		ro.MaxRetries = -1
 		rdb := redis.NewClient(ro)
@@ -198,9 +271,10 @@ func (c *cli) connect(ctx context.Context) (lockx.Backend, func(), error) {
 	return b, func() { _ = b.Close(); pool.Close() }, nil
 }
 
-// fail prints err and returns its exit code.
+// fail prints err, prefixed with the command that met it, and returns its
+// exit code.
 func (c *cli) fail(err error) int {
-	fmt.Fprintln(c.errOut, "lockx:", strings.ReplaceAll(err.Error(), "lockx: ", ""))
+	fmt.Fprintf(c.errOut, "lockx: %s: %s\n", c.cmd, strings.ReplaceAll(err.Error(), "lockx: ", ""))
 	switch {
 	case errors.Is(err, lockx.ErrNoInspector):
 		return exitUnsupported

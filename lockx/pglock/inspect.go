@@ -30,7 +30,7 @@ ORDER BY h.key`
 // pg_locks, so a row left behind by a dead session is never reported. Age
 // is measured from the grant by the server's clock.
 func (b *Backend) Locks(ctx context.Context, prefix string, fn func(lockx.LockInfo) bool) error {
-	infos, err := b.inspect(ctx, prefix)
+	infos, err := b.inspect(ctx, "locks", prefix)
 	if err != nil {
 		return err
 	}
@@ -44,7 +44,7 @@ func (b *Backend) Locks(ctx context.Context, prefix string, fn func(lockx.LockIn
 
 // Lock implements lockx.Inspector.
 func (b *Backend) Lock(ctx context.Context, key string) (lockx.LockInfo, error) {
-	infos, err := b.inspect(ctx, key)
+	infos, err := b.inspect(ctx, "lock", key)
 	if err != nil {
 		return lockx.LockInfo{}, err
 	}
@@ -56,11 +56,11 @@ func (b *Backend) Lock(ctx context.Context, key string) (lockx.LockInfo, error) 
 	return lockx.LockInfo{}, lockx.ErrNotHeld
 }
 
-func (b *Backend) inspect(ctx context.Context, prefix string) ([]lockx.LockInfo, error) {
+func (b *Backend) inspect(ctx context.Context, op, prefix string) ([]lockx.LockInfo, error) {
 	q := strings.NewReplacer("{live}", sqlLive, "{held}", b.names.held, "{queue}", b.names.queue).Replace(sqlInspect)
 	rows, err := b.pool.Query(ctx, q, []byte(prefix))
 	if err != nil {
-		return nil, inspectError(err)
+		return nil, inspectError(op, err)
 	}
 	var out []lockx.LockInfo
 	for rows.Next() {
@@ -73,7 +73,7 @@ func (b *Backend) inspect(ctx context.Context, prefix string) ([]lockx.LockInfo,
 		)
 		if err := rows.Scan(&hash, &key, &owner, &token, &ttl, &age, &waiters); err != nil {
 			rows.Close()
-			return nil, unavailable("inspect", err)
+			return nil, unavailable(op, err)
 		}
 		if keyHash(b.cfg.namespace, string(key)) != hash {
 			continue // another namespace's lock in the same schema
@@ -87,7 +87,7 @@ func (b *Backend) inspect(ctx context.Context, prefix string) ([]lockx.LockInfo,
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, nil
 		}
-		return nil, inspectError(err)
+		return nil, inspectError(op, err)
 	}
 	return out, nil
 }
@@ -96,11 +96,11 @@ func (b *Backend) inspect(ctx context.Context, prefix string) ([]lockx.LockInfo,
 // yet (the first lock makes it, unless WithoutAutoMigrate) holds no lock:
 // an operator or leader.Election.Leader asking before any lock was taken
 // gets an empty answer, not an outage.
-func inspectError(err error) error {
+func inspectError(op string, err error) error {
 	if isMissingSchema(err) {
 		return nil
 	}
-	return unavailable("inspect", err)
+	return unavailable(op, err)
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -37,9 +37,9 @@ func (b *Backend) Locks(ctx context.Context, prefix string, fn func(lockx.LockIn
 			for {
 				names, next, err := node.Scan(ctx, cursor, pat, scanCount).Result()
 				if err != nil {
-					return lockx.Unavailable("inspect", err)
+					return lockx.Unavailable("locks", err)
 				}
-				infos, err := b.read(ctx, node, names)
+				infos, err := b.read(ctx, "locks", node, names)
 				if err != nil {
 					return err
 				}
@@ -94,7 +94,7 @@ func (b *Backend) Lock(ctx context.Context, key string) (lockx.LockInfo, error) 
 	if b.err != nil {
 		return lockx.LockInfo{}, b.err
 	}
-	infos, err := b.read(ctx, b.rdb, []string{b.lockKey(key)})
+	infos, err := b.read(ctx, "lock", b.rdb, []string{b.lockKey(key)})
 	if err != nil {
 		return lockx.LockInfo{}, err
 	}
@@ -105,8 +105,8 @@ func (b *Backend) Lock(ctx context.Context, key string) (lockx.LockInfo, error) 
 }
 
 // read returns the held locks among the key names (other names, queues
-// and tombstones are skipped).
-func (b *Backend) read(ctx context.Context, node redis.UniversalClient, names []string) ([]lockx.LockInfo, error) {
+// and tombstones are skipped). op names the Inspector method in errors.
+func (b *Backend) read(ctx context.Context, op string, node redis.UniversalClient, names []string) ([]lockx.LockInfo, error) {
 	type cand struct {
 		key          string
 		get          *redis.StringCmd
@@ -134,7 +134,7 @@ func (b *Backend) read(ctx context.Context, node redis.UniversalClient, names []
 		return nil
 	})
 	if err != nil && !isVerdict(err) {
-		return nil, lockx.Unavailable("inspect", err)
+		return nil, lockx.Unavailable(op, err)
 	}
 	var out []lockx.LockInfo
 	for _, c := range cands {
