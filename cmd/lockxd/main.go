@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -109,7 +110,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 		fmt.Fprintln(stderr, "lockxd: no API keys: set --keys or LOCKXD_KEYS")
 		return 2
 	}
-	b, closeFn, err := connect(ctx, o)
+	b, where, closeFn, err := connect(ctx, o)
 	if err != nil {
 		return fail(err)
 	}
@@ -124,7 +125,8 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	servers := []*http.Server{hs}
 	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(ln) }()
-	logger.Info("lockxd listening", "addr", ln.Addr().String(), "tenants", len(tenants), "tls", tlsConf != nil)
+	logger.Info("lockxd listening", "addr", ln.Addr().String(), "backend", where.kind, "backend_addr", where.addr,
+		"tenants", len(tenants), "tls", tlsConf != nil)
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}
@@ -174,6 +176,10 @@ func listen(addr string, conf *tls.Config) (net.Listener, error) {
 	return tls.NewListener(ln, conf), nil
 }
 
+// backendAt names the backend lockxd serves and where it is, for the
+// start-up log; addr never holds credentials.
+type backendAt struct{ kind, addr string }
+
 func envOr(getenv func(string) string, k, def string) string {
 	if v := getenv(k); v != "" {
 		return v
@@ -182,34 +188,35 @@ func envOr(getenv func(string) string, k, def string) string {
 }
 
 // connect opens the backend as cmd/lockx does (same flags and env).
-func connect(ctx context.Context, o options) (lockx.Backend, func(), error) {
+func connect(ctx context.Context, o options) (lockx.Backend, backendAt, func(), error) {
 	switch {
 	case o.memory:
 		b := memlock.New()
-		return b, func() { _ = b.Close() }, nil
+		return b, backendAt{"memory", "in-process"}, func() { _ = b.Close() }, nil
 	case o.zookeeper != "":
 		b, err := zklock.Dial(ctx, strings.Split(o.zookeeper, ","), zklock.WithRoot(o.zkRoot))
 		if err != nil {
-			return nil, nil, fmt.Errorf("--zookeeper: %w", err)
+			return nil, backendAt{}, nil, fmt.Errorf("--zookeeper: %w", err)
 		}
-		return b, func() { _ = b.Close() }, nil
+		return b, backendAt{"zookeeper", o.zookeeper}, func() { _ = b.Close() }, nil
 	case o.redisURL != "":
 		ro, err := redis.ParseURL(o.redisURL)
 		if err != nil {
-			return nil, nil, fmt.Errorf("--redis: %w", err)
+			return nil, backendAt{}, nil, fmt.Errorf("--redis: %w", err)
 		}
 		rdb := redis.NewClient(ro)
 		b := redislock.New(rdb, redislock.WithPrefix(o.prefix))
-		return b, func() { _ = b.Close(); _ = rdb.Close() }, nil
+		return b, backendAt{"redis", ro.Addr}, func() { _ = b.Close(); _ = rdb.Close() }, nil
 	}
 	cfg, err := pgxpool.ParseConfig(o.postgresURL)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--postgres: %w", err)
+		return nil, backendAt{}, nil, fmt.Errorf("--postgres: %w", err)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--postgres: %w", err)
+		return nil, backendAt{}, nil, fmt.Errorf("--postgres: %w", err)
 	}
 	b := pglock.New(pool, pglock.WithSchema(o.schema), pglock.WithNamespace(o.namespace))
-	return b, func() { _ = b.Close(); pool.Close() }, nil
+	where := backendAt{"postgres", net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))}
+	return b, where, func() { _ = b.Close(); pool.Close() }, nil
 }

@@ -5,9 +5,14 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
@@ -44,6 +49,44 @@ func TestRunGraceful(t *testing.T) {
 	}
 	if code := run(context.Background(), []string{"--memory"}, io.Discard, func(string) string { return "" }, nil); code != 2 {
 		t.Fatalf("no keys: exit %d", code)
+	}
+}
+
+// TestStartLog checks that the start-up line names the backend and where it
+// is, the listen address, the tenant count and the TLS state.
+func TestStartLog(t *testing.T) {
+	redisAddr := testenv.RedisAddr(t)
+	pg := testenv.PostgresURL(t)
+	pgc, err := pgxpool.ParseConfig(pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pgAddr := net.JoinHostPort(pgc.ConnConfig.Host, strconv.Itoa(int(pgc.ConnConfig.Port)))
+	env := map[string]string{"LOCKXD_KEYS": "a=key-a,b=key-b"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--memory"}, "backend=memory backend_addr=in-process tenants=2 tls=false"},
+		{[]string{"--redis", "redis://" + redisAddr + "/0"}, "backend=redis backend_addr=" + redisAddr + " tenants=2 tls=false"},
+		{[]string{"--postgres", pg}, "backend=postgres backend_addr=" + pgAddr + " tenants=2 tls=false"},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		ready := make(chan string, 1)
+		done := make(chan int, 1)
+		var stderr bytes.Buffer
+		go func() {
+			done <- run(ctx, append(tc.args, "--listen", "127.0.0.1:0"), &stderr, func(k string) string { return env[k] }, ready)
+		}()
+		addr := <-ready
+		cancel()
+		if code := <-done; code != 0 {
+			t.Fatalf("%v: exit %d: %s", tc.args, code, stderr.String())
+		}
+		line, _, _ := strings.Cut(stderr.String(), "\n")
+		if want := `msg="lockxd listening" addr=` + addr + " " + tc.want; !strings.Contains(line, want) {
+			t.Errorf("%v: start-up line\n%s\nwant it to contain\n%s", tc.args, line, want)
+		}
 	}
 }
 
