@@ -424,6 +424,27 @@ func (l *Lock) Lost() <-chan struct{} {
 	return h.lost
 }
 
+// ValidUntil returns the instant, on this process's (monotonic) clock,
+// until which the lock is surely held: the start of the last successful
+// grant or renewal plus the lease, less the drift allowance (WithDrift).
+// Past it the lock is declared lost — Lost closes, Context is cancelled —
+// as soon as the validity timer runs; a holder resuming from a pause (GC,
+// SIGSTOP, a suspended VM) can compare time.Now() with ValidUntil before
+// acting, without racing that timer. It returns the zero time once the
+// hold has ended (released, lost or closed).
+func (l *Lock) ValidUntil() time.Time {
+	if l == nil || l.h == nil || l.h.isLost() {
+		return time.Time{}
+	}
+	h := l.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.finished {
+		return time.Time{}
+	}
+	return h.validUntil
+}
+
 // Context returns a context that carries the lock's owner (so Acquire under
 // it re-enters) and is cancelled when the lock is lost (cause ErrLost),
 // released (cause ErrReleased) or its client closed (cause ErrClosed). It
