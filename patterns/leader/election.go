@@ -97,7 +97,8 @@ type Term struct {
 	e      *Election
 	l      *lockx.Lock
 	since  time.Time
-	ctx    context.Context
+	inner  context.Context // cancelled by end
+	ctx    context.Context // inner, checking the lease on use
 	cancel context.CancelCauseFunc
 	stop   func() bool
 
@@ -108,9 +109,46 @@ type Term struct {
 func newTerm(e *Election, l *lockx.Lock) *Term {
 	t := &Term{e: e, l: l, since: time.Now()}
 	lctx := l.Context()
-	t.ctx, t.cancel = context.WithCancelCause(context.WithoutCancel(lctx))
+	t.inner, t.cancel = context.WithCancelCause(context.WithoutCancel(lctx))
+	t.ctx = &termContext{Context: t.inner, t: t}
 	t.stop = context.AfterFunc(lctx, func() { t.end(context.Cause(lctx)) })
 	return t
+}
+
+// termContext is a term's context (or Run's context for fn): its Err and
+// Done first compare the clock with the lock's local validity. After a
+// pause (GC, SIGSTOP, a suspended VM) the lock's validity timer and the
+// leader's next write race to run first; with this check a leader that
+// tests Err before writing sees the loss even when its write wins.
+type termContext struct {
+	context.Context
+	t *Term
+}
+
+func (c *termContext) Err() error {
+	c.t.check()
+	return c.Context.Err()
+}
+
+func (c *termContext) Done() <-chan struct{} {
+	c.t.check()
+	return c.Context.Done()
+}
+
+// check ends the term if the lock's validity has passed or its hold ended.
+func (t *Term) check() {
+	if t.inner.Err() != nil {
+		return
+	}
+	until := t.l.ValidUntil()
+	switch {
+	case until.IsZero():
+		if cause := context.Cause(t.l.Context()); cause != nil {
+			t.end(cause)
+		}
+	case !time.Now().Before(until):
+		t.end(fmt.Errorf("%w: lease expired locally (seen on use, before the validity timer ran)", lockx.ErrLost))
+	}
 }
 
 // end cancels the term's context with a cause that names the election and
@@ -153,7 +191,10 @@ func (t *Term) Since() time.Time { return t.since }
 // closed (lockx.ErrClosed); the cause is an *EndError. The context is
 // cancelled by the lock's local validity timer before the lease can have
 // run out at the backend, so a leader that stops being sure of its lease
-// stops before another can be elected.
+// stops before another can be elected. Its Err and Done also check the
+// validity on every call, so a leader resuming from a pause that checks
+// Err before a write sees the loss even before the timer has run; contexts
+// derived from it see the loss when the timer runs.
 func (t *Term) Context() context.Context { return t.ctx }
 
 // Done is Context().Done().
@@ -165,9 +206,8 @@ func (t *Term) Done() <-chan struct{} { return t.ctx.Done() }
 // lost returns nil.
 func (t *Term) Resign(ctx context.Context) error {
 	t.once.Do(func() {
-		if t.stop() {
-			t.end(ErrResigned)
-		}
+		t.stop()
+		t.end(ErrResigned) // no-op if the term already ended
 		err := t.l.Release(ctx)
 		if errors.Is(err, lockx.ErrNotHeld) || errors.Is(err, lockx.ErrLost) || errors.Is(err, lockx.ErrClosed) {
 			err = nil // already out of office

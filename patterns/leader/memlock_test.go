@@ -1,6 +1,7 @@
 package leader_test
 
 import (
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -10,7 +11,12 @@ import (
 	"github.com/lockx-go/lockx/patterns/leader/leadertest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		childMain()
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func TestMemlock(t *testing.T) {
 	b := memlock.New()

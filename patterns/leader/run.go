@@ -83,7 +83,7 @@ func (e *Election) Run(ctx context.Context, fn func(ctx context.Context, t *Term
 func (e *Election) serve(ctx context.Context, t *Term, fn func(context.Context, *Term) error) (error, bool) {
 	fctx, cancel := context.WithCancelCause(t.Context())
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
-	ferr := fn(fctx, t)
+	ferr := fn(&termContext{Context: fctx, t: t}, t)
 	stop()
 	cancel(nil)
 	lost := t.Context().Err() != nil
