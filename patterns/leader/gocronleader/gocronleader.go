@@ -19,7 +19,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/go-co-op/gocron/v2"
 
@@ -29,49 +28,31 @@ import (
 // ErrNotLeader is IsLeader's answer on an instance that does not lead.
 var ErrNotLeader = errors.New("gocronleader: not the leader")
 
-// Elector is a gocron.Elector over a leader.Election. Create it with New
+// Elector is a gocron.Elector over a leader.Candidate. Create it with New
 // and run Run in a goroutine of yours.
 type Elector struct {
-	e    *leader.Election
-	term atomic.Pointer[leader.Term]
+	c *leader.Candidate
 }
 
 var _ gocron.Elector = (*Elector)(nil)
 
 // New returns an Elector for e. It leads nothing until Run campaigns.
-func New(e *leader.Election) *Elector { return &Elector{e: e} }
+func New(e *leader.Election) *Elector { return &Elector{c: leader.NewCandidate(e)} }
 
-// Run campaigns for e until ctx ends, campaigning again after each loss,
-// and resigns on the way out so that another scheduler takes over at once.
-// It returns ctx's cause, or the election's error (a nil election, a
-// closed client).
-func (el *Elector) Run(ctx context.Context) error {
-	if el == nil || el.e == nil {
-		return fmt.Errorf("gocronleader: nil election")
-	}
-	return el.e.Run(ctx, func(ctx context.Context, t *leader.Term) error {
-		el.term.Store(t)
-		defer el.term.CompareAndSwap(t, nil)
-		<-ctx.Done()
-		return nil
-	})
-}
+// Run campaigns for the election until ctx ends, campaigning again after
+// each loss, and resigns on the way out so that another scheduler takes
+// over at once (leader.Candidate.Run).
+func (el *Elector) Run(ctx context.Context) error { return el.c.Run(ctx) }
 
 // IsLeader implements gocron.Elector: nil while this instance holds a term
 // whose lease is still valid, else an error matching ErrNotLeader.
 func (el *Elector) IsLeader(context.Context) error {
-	if _, ok := el.Term(); !ok {
-		return fmt.Errorf("%w of %q", ErrNotLeader, el.e.Name())
+	if _, ok := el.c.Term(); !ok {
+		return fmt.Errorf("%w of %q", ErrNotLeader, el.c.Election().Name())
 	}
 	return nil
 }
 
 // Term returns the term this instance leads, if it leads: a job fences its
 // writes with Term().Token().
-func (el *Elector) Term() (*leader.Term, bool) {
-	t := el.term.Load()
-	if t == nil || t.Context().Err() != nil {
-		return nil, false
-	}
-	return t, true
-}
+func (el *Elector) Term() (*leader.Term, bool) { return el.c.Term() }
