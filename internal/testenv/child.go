@@ -221,6 +221,14 @@ func (c *Child) kill() {
 	}
 }
 
+// Output returns every line the child has written to standard output so
+// far.
+func (c *Child) Output() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.lines...)
+}
+
 // Stderr returns what the child wrote to standard error so far (the first
 // 64 KiB).
 func (c *Child) Stderr() string {

@@ -62,7 +62,10 @@
 // confirmed purchase is saved to a lockx.OrderStore; if saving fails the
 // units and the quota go back, and pglock.OrderStore's UNIQUE (sku, buyer)
 // index refuses a second order of a buyer even if a Redis quota counter was
-// lost in a failover.
+// lost in a failover. The order is saved while the units are held as a
+// reservation of the purchase lease, and confirmed after: a process that
+// dies mid-purchase leaves a reservation that Expire returns, cancelling
+// the order. Report.OrdersMatch compares the orders with the ledger.
 //
 // # Hot-key guard
 //

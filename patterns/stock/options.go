@@ -94,6 +94,25 @@ func WithLimit(n int64) Option { return func(s *Stock) { s.limit = n } }
 // back to the stock.
 func WithOrders(store lockx.OrderStore) Option { return func(s *Stock) { s.orders = store } }
 
+// DefaultPurchaseLease is how long Buy holds a purchase's units as a
+// reservation while it saves the order (WithOrders).
+const DefaultPurchaseLease = 30 * time.Second
+
+// WithPurchaseLease sets how long Buy holds a purchase's units as a
+// reservation while it saves the order (only with WithOrders): a process
+// that dies mid-purchase leaves them for Expire to return once d has passed.
+// Make it well above the time an order takes to save, and run Expire
+// periodically. Default DefaultPurchaseLease.
+func WithPurchaseLease(d time.Duration) Option {
+	return func(s *Stock) {
+		if d <= 0 {
+			s.fail(&lockx.ArgError{Arg: "purchase lease", Reason: "must be positive"})
+			return
+		}
+		s.lease = d
+	}
+}
+
 // WithSoldOutCache turns on the hot-key guard: after a sold-out verdict this
 // process answers ErrSoldOut locally for ttl, without asking the backend
 // (a local pre-check: a sold-out SKU costs no round trip). Restock, Cancel and Expire through this

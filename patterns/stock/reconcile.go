@@ -16,13 +16,23 @@ type Report struct {
 	Confirmed int64 // units of confirmed orders
 	Reserved  int64 // units of open (or expired, not yet returned) reservations
 	// Ordered is the units of live orders in the order store (WithOrders),
-	// -1 without one. Once no purchase is in flight it equals Confirmed.
+	// -1 without one. Once no purchase is in flight it equals Confirmed
+	// (OrdersMatch).
 	Ordered int64
 	// Unbalanced lists the segments whose own invariant failed.
 	Unbalanced []int
 	// OverLimit lists the buyers holding more units than the limit.
 	OverLimit []string
 }
+
+// OrdersMatch reports whether the order store agrees with the ledger: the
+// units of live orders equal the confirmed units (always true without an
+// order store). It is the verdict to read once no purchase is in flight — a
+// purchase saves its order before it confirms its units — and to alert on:
+// Ordered > Confirmed means orders whose units the ledger does not hold (a
+// Redis failover that lost confirmed entries: those units may be sold
+// again), Ordered < Confirmed means units sold to no order.
+func (r Report) OrdersMatch() bool { return r.Ordered < 0 || r.Ordered == r.Confirmed }
 
 // Balanced reports whether Available + Confirmed + Reserved == Supplied in
 // every segment and in total, and no buyer is over the limit.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +28,7 @@ type Stock struct {
 	mode       Mode
 	limit      int64
 	orders     lockx.OrderStore
+	lease      time.Duration // WithPurchaseLease
 	soldOutTTL time.Duration
 	soldOut    atomic.Int64 // unix nanos until which the local verdict holds
 	rate       *bucket
@@ -65,7 +67,7 @@ type Part struct {
 func New(c *lockx.Client, sku string, opts ...Option) *Stock {
 	// Goroutines of one process queue for a segment lock in-process first
 	// (lockx.LocalFirst), so each process sends one contender per segment.
-	s := &Stock{c: c, sku: sku, k: DefaultSegments, limit: 1, lockOpts: []lockx.Option{lockx.LocalFirst()}}
+	s := &Stock{c: c, sku: sku, k: DefaultSegments, limit: 1, lease: DefaultPurchaseLease, lockOpts: []lockx.Option{lockx.LocalFirst()}}
 	for _, o := range opts {
 		if o != nil {
 			o(s)
@@ -154,13 +156,24 @@ func (s *Stock) ready(op string) error {
 // returns ErrSoldOut only when fewer than qty units are available in the
 // whole SKU, whichever segment the buyer landed on; ErrLimit when the buyer
 // has reached the limit; ErrBusy when the local rate limit refused.
+//
+// With an order store a purchase spans two stores, so it is made in three
+// steps: the units are taken as a reservation of the purchase lease
+// (WithPurchaseLease), the order is saved, and the units are confirmed. A
+// process that dies in between leaves a reservation, which Expire returns
+// once the lease has passed — cancelling the order if it was saved — so a
+// crash never leaves units sold to no order, nor an order without units.
 func (s *Stock) Buy(ctx context.Context, user string, qty int64) (*Order, error) {
-	o, err := s.take(ctx, "buy", user, qty, 0)
+	var lease time.Duration
+	if s.orders != nil {
+		lease = s.lease
+	}
+	o, err := s.take(ctx, "buy", user, qty, lease)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.persist(ctx, o); err != nil {
-		return nil, s.keyErr("buy", err)
+	if err := s.commit(ctx, "buy", o); err != nil {
+		return nil, err
 	}
 	return o, nil
 }
@@ -396,20 +409,38 @@ func (s *Stock) Confirm(ctx context.Context, o *Order) error {
 	if o == nil || o.SKU != s.sku {
 		return s.keyErr("confirm", &lockx.ArgError{Arg: "order", Reason: "nil or of another SKU"})
 	}
+	return s.commit(ctx, "confirm", o)
+}
+
+// commit saves o (with an order store) and then confirms its units: the
+// order is saved first, so that a crash between the two leaves a
+// reservation for Expire to resolve, never confirmed units without an
+// order. A part that expired meanwhile voids the purchase: the order is
+// cancelled and whatever is still held goes back (ErrExpired).
+func (s *Stock) commit(ctx context.Context, op string, o *Order) error {
+	if err := s.persist(ctx, o); err != nil {
+		return s.keyErr(op, err)
+	}
 	for _, p := range o.Parts {
 		err := s.sb.SettleStock(ctx, s.sku, p.Seg, p.Entry, true)
 		if errors.Is(err, lockx.ErrNoStockEntry) {
 			rctx := context.WithoutCancel(ctx)
+			var cerr error
+			if s.orders != nil {
+				cerr = s.orders.CancelOrder(rctx, o.SKU, o.ID)
+			}
 			s.unquota(rctx, o.User, s.releaseParts(rctx, o))
 			s.soldOut.Store(0)
-			return s.keyErr("confirm", ErrExpired)
+			if cerr != nil {
+				return s.keyErr(op, fmt.Errorf("%w (and its order %s not cancelled: %w)", ErrExpired, o.ID, cerr))
+			}
+			return s.keyErr(op, ErrExpired)
 		}
 		if err != nil {
-			return s.keyErr("confirm", err)
+			// Unknown outcome: the entry stays a reservation until the
+			// lease; Expire then returns it and cancels the order.
+			return s.keyErr(op, err)
 		}
-	}
-	if err := s.persist(ctx, o); err != nil {
-		return s.keyErr("confirm", err)
 	}
 	o.Deadline = time.Time{}
 	return nil
@@ -461,8 +492,10 @@ func (s *Stock) markSoldOut() {
 }
 
 // Expire returns the units of every reservation whose deadline has passed
-// (by the backend's clock) and gives the buyers' quota back. It reports the
-// units returned. Call it periodically — from one process or many, each
+// (by the backend's clock), gives the buyers' quota back and, with an order
+// store, cancels the order of each (a purchase whose process died before it
+// confirmed its units; an unsaved order is a no-op). It reports the units
+// returned. Call it periodically — from one process or many, each
 // expired reservation is returned once.
 func (s *Stock) Expire(ctx context.Context) (int64, error) {
 	if err := s.ready("expire"); err != nil {
@@ -479,6 +512,14 @@ func (s *Stock) Expire(ctx context.Context) (int64, error) {
 			for _, e := range es {
 				n += e.Qty
 				s.unquota(ctx, e.User, e.Qty)
+				// A purchase whose process died after saving its order and
+				// before confirming: the purchase is void.
+				if s.orders != nil {
+					order, _, _ := strings.Cut(e.ID, "/")
+					if err := s.orders.CancelOrder(ctx, s.sku, order); err != nil {
+						return n, s.keyErr("expire", fmt.Errorf("units of order %s returned, the order not cancelled: %w", order, err))
+					}
+				}
 			}
 			if len(es) < batch {
 				break
