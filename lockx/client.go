@@ -26,6 +26,7 @@ type Client struct {
 	wd      watchdog
 	gates   gates // LocalFirst queues, per key
 	owners  gates // serialise backend calls of one explicit owner on one key
+	bg      calls // backend calls left running past a wait budget, and withdrawals
 	closing sync.Once
 }
 
@@ -129,6 +130,7 @@ func (c *Client) Close() error {
 			}
 			h.releaseGate()
 		}
+		c.bg.wait(2 * time.Second)
 		if c.b != nil {
 			err = c.b.Close()
 		}
@@ -190,6 +192,16 @@ func (c *Client) acquireCfg(ctx context.Context, key string, ops *GrantOps, op s
 	if ops.Acquire == nil || ops.Extend == nil || ops.Release == nil {
 		return nil, keyError(op, key, &ArgError{Arg: "ops", Reason: "missing operation"})
 	}
+	// The wait budget covers every wait of the call: the owner's gate,
+	// LocalFirst's gate and every backend call (bounded).
+	var budget <-chan time.Time
+	var budgetAt time.Time
+	if wait && cfg.wait > 0 {
+		budgetAt = time.Now().Add(cfg.wait)
+		t := time.NewTimer(cfg.wait)
+		defer t.Stop()
+		budget = t.C
+	}
 	owner, explicit := OwnerFromContext(ctx)
 	explicit = explicit && ops.Reentrant
 	hk := holdKey{!plain, ops.Kind, key, owner}
@@ -199,18 +211,18 @@ func (c *Client) acquireCfg(ctx context.Context, key string, ops *GrantOps, op s
 		// gate is held from the attempt to the registration of the hold;
 		// later arrivals then re-enter that hold.
 		for {
-			l, err := c.reenter(ctx, hk, true)
+			l, err := c.reenter(ctx, hk, true, budget)
 			if l != nil || err != nil {
 				if l != nil && st != nil {
 					st.reentry = true
 				}
 				return l, keyError(op, key, err)
 			}
-			leave, err := c.owners.enter(ctx, ownerGateKey(hk), true, nil, c.done)
+			leave, err := c.owners.enter(ctx, ownerGateKey(hk), true, budget, c.done)
 			if err != nil {
 				return nil, keyError(op, key, err)
 			}
-			l, err = c.reenter(ctx, hk, false)
+			l, err = c.reenter(ctx, hk, false, nil)
 			if l != nil || err != nil {
 				leave()
 				if l != nil && st != nil {
@@ -233,12 +245,6 @@ func (c *Client) acquireCfg(ctx context.Context, key string, ops *GrantOps, op s
 		return nil, keyError(op, key, err)
 	}
 
-	var budget <-chan time.Time
-	if wait && cfg.wait > 0 {
-		t := time.NewTimer(cfg.wait)
-		defer t.Stop()
-		budget = t.C
-	}
 	var gate func()
 	if cfg.localFirst && plain {
 		var err error
@@ -247,10 +253,6 @@ func (c *Client) acquireCfg(ctx context.Context, key string, ops *GrantOps, op s
 		}
 	}
 	req := Request{Key: key, Owner: owner, Lease: cfg.lease, Fair: cfg.fair, Wait: wait, QueueTTL: cfg.queueTTL, Renewed: cfg.watchdog}
-	var budgetAt time.Time
-	if budget != nil {
-		budgetAt = time.Now().Add(cfg.wait)
-	}
 	res, start, err := c.obtain(ctx, ops, req, cfg, budget, budgetAt, st)
 	if err != nil {
 		if gate != nil {
@@ -281,8 +283,8 @@ func (c *Client) checkOpen() error {
 
 // reenter returns a new handle on a hold owner already has for key, or nil
 // if there is none. With wait, it first waits out a concurrent final release
-// of the same hold.
-func (c *Client) reenter(ctx context.Context, k holdKey, wait bool) (*Lock, error) {
+// of the same hold, until ctx ends or budget (if not nil) fires.
+func (c *Client) reenter(ctx context.Context, k holdKey, wait bool, budget <-chan time.Time) (*Lock, error) {
 	for {
 		c.mu.Lock()
 		if c.closed {
@@ -311,6 +313,8 @@ func (c *Client) reenter(ctx context.Context, k holdKey, wait bool) (*Lock, erro
 		case <-pending:
 		case <-ctx.Done():
 			return nil, fmt.Errorf("%w: %w", ErrNotAcquired, context.Cause(ctx))
+		case <-budget:
+			return nil, ErrNotAcquired
 		}
 	}
 }
@@ -332,7 +336,7 @@ func (c *Client) register(ctx context.Context, ops *GrantOps, k holdKey, explici
 		if gate != nil {
 			gate()
 		}
-		abandon(ops, req)
+		c.abandon(ops, req)
 		return nil, ErrClosed
 	}
 	if h := c.holds[k]; h != nil && h.releasing == nil && !h.isLost() && h.token == res.Token {
@@ -390,7 +394,7 @@ func (c *Client) obtain(ctx context.Context, ops *GrantOps, req Request, cfg *co
 	queued := req.Fair || ops != &c.lockOps
 	giveUp := func(needed bool) {
 		if needed || queued {
-			abandon(ops, req)
+			c.abandon(ops, req)
 		}
 	}
 	if cfg.observer != nil && req.Wait {
@@ -426,11 +430,11 @@ func (c *Client) obtain(ctx context.Context, ops *GrantOps, req Request, cfg *co
 			st.attempts++
 			st.lastStart = start
 		}
-		res, err := ops.Acquire(ctx, req)
+		res, err := c.attempt(ctx, ops, req, budgetAt)
 		if err == nil && res.Acquired {
 			unwatch()
 			if !res.Token.valid() {
-				abandon(ops, req)
+				c.abandon(ops, req)
 				return Result{}, start, Unavailable("acquire", fmt.Errorf("backend issued invalid token %d", res.Token))
 			}
 			return res, start, nil
@@ -502,21 +506,26 @@ func (c *Client) obtain(ctx context.Context, ops *GrantOps, req Request, cfg *co
 // subscription) may take a while when the backend is slow or down; it is
 // bounded by the wait budget as well as by ctx.
 func (c *Client) watch(ctx context.Context, req Request, budgetAt time.Time) (<-chan struct{}, func(), error) {
-	if budgetAt.IsZero() {
-		return c.notifier.Watch(ctx, req.Key, req.Owner)
+	type watched struct {
+		wake   <-chan struct{}
+		cancel func()
+		err    error
 	}
-	wctx, cancel := context.WithDeadline(ctx, budgetAt)
-	defer cancel()
-	return c.notifier.Watch(wctx, req.Key, req.Owner)
-}
-
-// abandon withdraws from a queue and frees a grant that may have happened
-// behind an unanswered attempt. Release is owner-checked, so it can never
-// free another owner's lock.
-func abandon(ops *GrantOps, req Request) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = ops.Release(ctx, req.Key, req.Owner)
+	w, gaveUp := bounded(c, ctx, budgetAt, func(ctx context.Context) watched {
+		wake, cancel, err := c.notifier.Watch(ctx, req.Key, req.Owner)
+		return watched{wake, cancel, err}
+	}, func(w watched) {
+		if w.err == nil {
+			w.cancel()
+		}
+	})
+	if gaveUp != nil {
+		return nil, nil, gaveUp
+	}
+	if budgetCut(ctx, budgetAt, w.err) {
+		return nil, nil, errBudget
+	}
+	return w.wake, w.cancel, w.err
 }
 
 // ErrCircuitOpen reports a call that a circuit breaker (package

@@ -224,7 +224,7 @@ func (c *Client) acquireBatch(ctx context.Context, ma ManyAcquirer, sorted []str
 	if !granted {
 		if err != nil || len(res) != len(reqs) || anyAcquired(res) {
 			for _, r := range reqs { // unknown or inconsistent outcome: free all, owner-checked
-				abandon(&c.lockOps, r)
+				c.abandon(&c.lockOps, r)
 			}
 		}
 		return nil
@@ -264,7 +264,7 @@ func (c *Client) registerSet(ctx context.Context, reqs []Request, res []Result, 
 	if c.closed { // Close ran while we waited: nobody would renew or release these grants
 		c.mu.Unlock()
 		for _, r := range reqs {
-			abandon(&c.lockOps, r)
+			c.abandon(&c.lockOps, r)
 		}
 		return nil, ErrClosed
 	}

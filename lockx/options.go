@@ -96,7 +96,10 @@ func WithWatchdog(lease time.Duration) Option {
 }
 
 // WithWait sets the wait budget of Acquire: it gives up with ErrNotAcquired
-// once d has passed. Zero (the default) waits until the context ends.
+// once d has passed, whatever the backend does — down, hanging or slow, a
+// call still in flight is cut off at the budget (and whatever it obtains
+// later is released), so Acquire returns within d plus a few milliseconds.
+// Zero (the default) waits until the context ends.
 func WithWait(d time.Duration) Option {
 	return func(c *config) {
 		if d < 0 {
