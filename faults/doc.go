@@ -10,10 +10,20 @@
 // checked with porcupine against the fenced-register model
 // (RegisterModel): the fenced one must pass under every fault, the
 // unfenced twin must fail where theory says a stale holder can write,
-// so the checker is shown able to fail. The lock history is checked
-// against a fenced-mutex model (MutexModel); a violation there is
-// reported, not failed, since leases legitimately expire under the
-// faults injected.
+// so the checker is shown able to fail.
+//
+// The lock itself is checked too. A fault shorter than the lease must not
+// let a second client in. Where only the lease's expiry can hand the lock
+// over, the second grant must come no earlier than the first holder's
+// lease could have expired on the server: the call of the last grant or
+// renewal it heard succeed, plus the lease, less lockx's drift allowance,
+// all on the suite's one monotonic clock (Now). The lock history is checked
+// against a fenced-mutex model (MutexModel): asserted where the lock alone
+// must hold (a fault the watchdog survives, a grant refused outright),
+// reported elsewhere, since leases legitimately expire under the faults
+// injected. TestFaultLockSensitivity runs holders whose lock is broken on
+// purpose (a lease that ends early, a lock that ignores its holder) and
+// requires these checks to fail them.
 //
 // The short form runs in `make test`; LOCKX_FAULTS=long (`make faults`)
 // runs more iterations and every scenario and rewrites docs/reliability.md.

@@ -40,15 +40,24 @@ const (
 //	          acquires, writes, releases
 //
 // refusedA: A's acquire itself must be refused (WithReplicaAck).
+//
+// byExpiry says the server can hand the lock over only once A's lease has
+// run out by its clock: the fault neither makes it forget the lock
+// (restart without persistence, failover) nor ends A's session. There B's
+// grant must come no earlier than A's lease could have expired.
 type scenario struct {
 	name, backend, fault string
 	longOnly             bool
 	cluster              bool
 	handover             handover
 	refusedA             bool
-	lease                time.Duration
-	bound                time.Duration
-	note                 string
+	byExpiry             bool
+	// brokenA, brokenB break a holder's lock on purpose (the holder's
+	// -broken flag): set only by the sensitivity runs.
+	brokenA, brokenB string
+	lease            time.Duration
+	bound            time.Duration
+	note             string
 	// lostWithin, if set, bounds the time from the fault to holder A's
 	// Lost (it is running, so it must notice by itself).
 	lostWithin time.Duration
@@ -153,7 +162,7 @@ func scenarios() []*scenario {
 	return append([]*scenario{
 		{
 			name: "holder-pause", backend: "Redis (single)", fault: "holder SIGSTOPped for longer than its lease, resumed after the next holder wrote",
-			handover: yes, lease: time.Second, bound: 8 * time.Second,
+			byExpiry: true, handover: yes, lease: time.Second, bound: 8 * time.Second,
 			setup: func(r *run) ([]string, []string) {
 				r.redis = testenv.StartRedis(r.t)
 				return redisArgs(r.redis.Addr), redisArgs(r.redis.Addr)
@@ -173,7 +182,7 @@ func scenarios() []*scenario {
 		},
 		{
 			name: "redis-hang-long", backend: "Redis (single)", fault: "redis-server SIGSTOPped for 2.5 × the lease",
-			handover: yes, lease: time.Second, bound: 10 * time.Second,
+			byExpiry: true, handover: yes, lease: time.Second, bound: 10 * time.Second,
 			setup: func(r *run) ([]string, []string) {
 				r.redis = testenv.StartRedis(r.t)
 				return redisArgs(r.redis.Addr), redisArgs(r.redis.Addr)
@@ -195,7 +204,7 @@ func scenarios() []*scenario {
 		},
 		{
 			name: "slow-replies", backend: "Redis (single)", fault: "replies to the holder delayed by 3 × the lease (proxy latency, server→client)",
-			handover: yes, lease: time.Second, bound: 10 * time.Second,
+			byExpiry: true, handover: yes, lease: time.Second, bound: 10 * time.Second,
 			setup: func(r *run) ([]string, []string) {
 				r.redis = testenv.StartRedis(r.t)
 				p, err := NewProxy(r.redis.Addr)
@@ -211,7 +220,7 @@ func scenarios() []*scenario {
 		},
 		{
 			name: "lost-renewal-replies", backend: "Redis (single)", fault: "one-way blackhole: the holder's requests (renewals) arrive, no reply comes back",
-			handover: yes, lease: time.Second, bound: 10 * time.Second,
+			byExpiry: true, handover: yes, lease: time.Second, bound: 10 * time.Second,
 			setup: func(r *run) ([]string, []string) {
 				r.redis = testenv.StartRedis(r.t)
 				p, err := NewProxy(r.redis.Addr)
@@ -227,7 +236,7 @@ func scenarios() []*scenario {
 		},
 		{
 			name: "watchdog-starved", backend: "Redis (single)", fault: "for 3 s, busy goroutines on every core (2 per CPU) plus 300 ms of latency on the holder's requests",
-			handover: maybe, lease: time.Second, bound: 10 * time.Second, longOnly: true,
+			byExpiry: true, handover: maybe, lease: time.Second, bound: 10 * time.Second, longOnly: true,
 			note: "either outcome is allowed: the holder keeps the lock or gives it up at its local deadline",
 			setup: func(r *run) ([]string, []string) {
 				r.redis = testenv.StartRedis(r.t)
@@ -331,7 +340,7 @@ func scenarios() []*scenario {
 		},
 		{
 			name: "redlock-holder-pause", backend: "Redlock (5 nodes)", fault: "holder SIGSTOPped for longer than its lease",
-			handover: yes, lease: time.Second, bound: 8 * time.Second,
+			byExpiry: true, handover: yes, lease: time.Second, bound: 8 * time.Second,
 			setup:  redlockSetup(false),
 			inject: func(r *run) { r.a.signal(syscall.SIGSTOP) },
 			heal:   func(r *run) { r.a.signal(syscall.SIGCONT) },
@@ -356,7 +365,7 @@ func scenarios() []*scenario {
 		},
 		{
 			name: "redlock-partition", backend: "Redlock (5 nodes)", fault: "the holder cut off (both directions) from 3 of 5 nodes",
-			handover: yes, lease: time.Second, bound: 10 * time.Second,
+			byExpiry: true, handover: yes, lease: time.Second, bound: 10 * time.Second,
 			setup: redlockSetup(true),
 			inject: func(r *run) {
 				for _, p := range r.proxies[:3] {
@@ -534,7 +543,8 @@ func TestFault(t *testing.T) {
 				n = max(1, iters/2) // each run costs a failover
 			}
 			res := &result{Name: sc.name, Backend: sc.backend, Fault: sc.fault, Order: i, Bound: sc.bound,
-				ExpectLoss: sc.handover == yes && !sc.refusedA, Note: sc.note}
+				ExpectLoss: sc.handover == yes && !sc.refusedA, Note: sc.note,
+				ByExpiry: sc.byExpiry, MustHold: lockMustHold(sc)}
 			// An attempt in which A loses its lock before the fault (a
 			// renewal late on a loaded machine) proves nothing and is
 			// retried, a bounded number of times.
@@ -548,8 +558,12 @@ func TestFault(t *testing.T) {
 				}
 			}
 			record(res)
-			t.Logf("%s: ops %d, stale accepted fenced %d / unfenced %d, fenced illegal %d/%d, unfenced illegal %d/%d, lock-model violations %d, recovery %v",
-				sc.name, res.Ops, res.StaleFenced, res.StalePlain, res.FencedIllegal, res.Runs, res.PlainIllegal, res.Runs, res.MutexViolations, res.Recovery)
+			t.Logf("%s: ops %d, stale accepted fenced %d / unfenced %d, fenced illegal %d/%d, unfenced illegal %d/%d, lock-model violations %d, grant after A's lease end %s, recovery %v",
+				sc.name, res.Ops, res.StaleFenced, res.StalePlain, res.FencedIllegal, res.Runs, res.PlainIllegal, res.Runs, res.MutexViolations, marginCell(res), res.Recovery)
+			// The lock itself: where theory says it must hold.
+			for _, p := range lockProblems(sc, res) {
+				t.Error(p)
+			}
 			// Safety: must hold under every fault.
 			if res.StaleFenced != 0 || res.FencedIllegal != 0 {
 				t.Errorf("fenced register: %d stale writes accepted, %d/%d histories not linearizable", res.StaleFenced, res.FencedIllegal, res.Runs)
@@ -593,6 +607,12 @@ func driveOnce(t *testing.T, sc *scenario, bin string, pool *pgxpool.Pool, url s
 		aArgs, bArgs := sc.setup(r)
 		common := []string{"-key=" + r.key, "-fenced=" + fenced, "-plain=" + plain, "-regpg=" + url,
 			"-lease=" + sc.lease.String()}
+		if sc.brokenA != "" {
+			aArgs = append(aArgs, "-broken="+sc.brokenA)
+		}
+		if sc.brokenB != "" {
+			bArgs = append(bArgs, "-broken="+sc.brokenB)
+		}
 		r.a = startHolder(t, bin, 1, append(common, aArgs...)...)
 		r.b = startHolder(t, bin, 2, append(common, bArgs...)...)
 
@@ -621,6 +641,7 @@ func driveOnce(t *testing.T, sc *scenario, bin string, pool *pgxpool.Pool, url s
 		t0 := Now()
 		sc.inject(r)
 		var recovered int64
+		var handedAt int64 // when B's grant during the fault returned (0: none)
 		switch {
 		case sc.refusedA:
 			b := r.b.acquire(sc.bound)
@@ -638,7 +659,7 @@ func driveOnce(t *testing.T, sc *scenario, bin string, pool *pgxpool.Pool, url s
 			b := r.b.acquire(wait)
 			if b.OK {
 				res.Handovers++
-				recovered = b.Ret
+				recovered, handedAt = b.Ret, b.Ret
 				r.b.write()
 				if sc.heal != nil {
 					sc.heal(r)
@@ -656,6 +677,7 @@ func driveOnce(t *testing.T, sc *scenario, bin string, pool *pgxpool.Pool, url s
 			if sc.handover == no {
 				if b := r.b.acquire(300 * time.Millisecond); b.OK {
 					res.Handovers++
+					res.SecondGrants++ // a lock-level failure (lockProblems)
 					t.Logf("B was granted the lock during a fault shorter than the lease (token %d)", b.Token)
 					r.b.release()
 				}
@@ -688,6 +710,21 @@ func driveOnce(t *testing.T, sc *scenario, bin string, pool *pgxpool.Pool, url s
 		r.a.quit()
 		r.b.quit()
 
+		if handedAt != 0 && sc.byExpiry {
+			// By the server's clock A's lease ran at least lease − drift
+			// from the call of the last grant or renewal A heard succeed.
+			end, ok := leaseEnd(r.a.all(), sc.lease, handedAt)
+			if ok {
+				margin := time.Duration(handedAt - end)
+				if !res.Margined || margin < res.Margin {
+					res.Margin, res.Margined = margin, true
+				}
+				if margin < 0 {
+					res.EarlyGrants++ // a lock-level failure (lockProblems)
+					t.Logf("B's grant returned %v before A's lease could have expired", -margin)
+				}
+			}
+		}
 		evs := append(r.a.all(), r.b.all()...)
 		f, p, m := histories(evs)
 		res.Runs++

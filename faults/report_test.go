@@ -8,9 +8,75 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
+
+// Rows for the report from the tests that run before TestFault (in file
+// order: broken_test.go, budget_test.go), recorded in the long form.
+var (
+	notesMu                sync.Mutex
+	waitNotes, brokenNotes []string
+)
+
+func noteReport(rows *[]string, row string) {
+	notesMu.Lock()
+	defer notesMu.Unlock()
+	*rows = append(*rows, row)
+}
+
+// extraSections renders the wait-budget and sensitivity rows, if any.
+func extraSections() string {
+	notesMu.Lock()
+	defer notesMu.Unlock()
+	var b strings.Builder
+	if len(brokenNotes) > 0 {
+		b.WriteString(brokenHead)
+		for _, r := range brokenNotes {
+			b.WriteString(r + "\n")
+		}
+	}
+	if len(waitNotes) > 0 {
+		b.WriteString(waitHead)
+		for _, r := range waitNotes {
+			b.WriteString(r + "\n")
+		}
+	}
+	return b.String()
+}
+
+const brokenHead = `
+## The lock checks fail a broken lock
+
+` + "`TestFaultLockSensitivity`" + ` (short and long form) runs scenarios with a holder whose
+lock is broken on purpose (the holder's ` + "`-broken`" + ` flag) and requires the
+lock-level checks above to fail: a lease the server ends at half what the
+holder was told (a grant before A's lease could have expired), and a lock
+that ignores its holder (B takes another key: granted at once, during a
+fault shorter than the lease too, where the fenced-mutex model must reject
+the history). What the checks reported:
+
+| scenario | broken | lock-level failures found |
+| --- | --- | --- |
+`
+
+const waitHead = `
+## Wait budgets under faults
+
+` + "`TestFaultWaitBudget`" + ` (short and long form): with the lock held elsewhere,
+` + "`Acquire(ctx, key, lockx.WithWait(d))`" + ` must return ` + "`ErrNotAcquired`" + ` within d + 100 ms
+while the waiter's backend is *down* (connections refused), *hanging*
+(a proxy accepts and answers nothing) or *slow* (every reply three budgets
+late). Redis is reached through go-redis with its default timeouts (3 s
+reads, 5 s dials, 3 retries), PostgreSQL through pgx. The Client cuts every
+backend call on the wait path off at the budget and releases, in the
+background, whatever a cut-off call obtains later. Time from the call to its
+return, on the monotonic clock:
+
+| backend | fault | budget | returned after |
+| --- | --- | --- | --- |
+`
 
 // notes lists the scenarios' notes under the table.
 func notes() string {
@@ -46,6 +112,7 @@ func writeReport(t *testing.T, took time.Duration) {
 		runtime.NumCPU(), redisVer, pgVer, took.Round(time.Second))
 	b.WriteString(table())
 	b.WriteString(notes())
+	b.WriteString(extraSections())
 	b.WriteString(reportBody)
 	path := filepath.Join("..", "docs", "reliability.md")
 	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
@@ -78,9 +145,20 @@ fencing prevented. *Register linearizable* is porcupine's verdict on each
 history against the fenced-register model (runs passing / runs). *Lock-model
 violations* are runs whose acquire/release history fails the fenced-mutex
 model, i.e. two clients held the lock at once as far as they could tell —
-expected wherever a fault outlasts a lease, reported, not failed. *Second
+expected wherever a fault outlasts a lease, and reported there; in **bold**
+where the lock alone must hold (a fault shorter than the lease, a grant
+refused outright), and there the suite fails on any. *Second
 holder* is how many runs handed the lock to the second client while the first
-still meant to write. *Recovery* is the time from injecting the fault to the
+still meant to write; during a fault shorter than the lease any is a
+failure. *Grant after A's lease end* is, where only the expiry of A's lease
+can free the lock (no restart, failover or ended session), the least margin
+over the runs between B's grant (when its acquire returned) and the earliest
+moment A's lease could have expired on the server: the call of the last grant
+or renewal A heard succeed, plus the lease, less lockx's drift allowance
+(1 %% + 2 ms, ` + "`lockx.WithDrift`" + `), all on the suite's one monotonic clock; a
+negative margin fails the suite. ` + "`TestFaultLockSensitivity`" + ` shows these
+checks fail a deliberately broken lock: a lease half as long as reported, and
+a lock that ignores its holder. *Recovery* is the time from injecting the fault to the
 second client's grant; the bound is the wait budget the suite gives that grant
 (a grant later than that fails the suite). *Retried* counts attempts
 abandoned because A lost its lock before the fault was injected (a renewal

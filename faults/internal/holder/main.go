@@ -11,7 +11,13 @@
 //	release            release the lock
 //	quit               exit
 //
-// A "lost" event is written when the lock's Lost channel closes.
+// A "lost" event is written when the lock's Lost channel closes, a "renew"
+// event for every lease renewal (its call time and whether it succeeded).
+//
+// -broken deliberately breaks the lock, for the suite's sensitivity runs:
+// "short" grants and renews half the lease asked for while reporting the
+// full one (a lease that ends early), "ignore" takes a different key on
+// the same server (a lock that ignores its holder).
 package main
 
 import (
@@ -82,6 +88,7 @@ func main() {
 		ack       = flag.Int("ack", 0, "redislock.WithReplicaAck replicas (0: off)")
 		healthInt = flag.Duration("health", 250*time.Millisecond, "pglock health interval")
 		zkSession = flag.Duration("zksession", time.Second, "ZooKeeper session timeout (zk)")
+		broken    = flag.String("broken", "", `break the lock: "short" (half leases) or "ignore" (another key)`)
 	)
 	flag.Parse()
 	ctx := context.Background()
@@ -141,7 +148,14 @@ func main() {
 	default:
 		fail(fmt.Errorf("unknown backend %q", *backend))
 	}
-	client := lockx.New(b)
+	switch *broken {
+	case "":
+	case "short", "ignore":
+		b = &brokenBackend{Backend: b, mode: *broken}
+	default:
+		fail(fmt.Errorf("unknown -broken %q", *broken))
+	}
+	client := lockx.New(b, lockx.WithObserver(renewals{client: *id}))
 
 	rcfg, err := pgxpool.ParseConfig(*regURL)
 	if err != nil {
@@ -283,4 +297,58 @@ func write(ctx context.Context, pool *pgxpool.Pool, fenced bool, id string, tok 
 		_, err := pglock.FencedExec(ctx, tx, id, tok, upd, val, int64(tok), id)
 		return err
 	})
+}
+
+// renewals reports every lease renewal as a "renew" event, stamped with
+// the renewal's call time on the suite's clock.
+type renewals struct {
+	lockx.NopObserver
+	client int
+}
+
+func (r renewals) Extended(_ context.Context, e lockx.ExtendEvent) {
+	call := faults.Now() - int64(time.Since(e.Start))
+	emit(Event{Ev: "renew", Client: r.client, Token: uint64(e.Token), OK: e.Status == lockx.StatusOK, Call: call, Ret: faults.Now()})
+}
+
+// brokenBackend is a deliberately broken lock (-broken).
+type brokenBackend struct {
+	lockx.Backend
+	mode string
+}
+
+func (b *brokenBackend) key(k string) string {
+	if b.mode == "ignore" {
+		return k + "/ignored"
+	}
+	return k
+}
+
+func (b *brokenBackend) lease(d time.Duration) time.Duration {
+	if b.mode == "short" {
+		return d / 2
+	}
+	return d
+}
+
+func (b *brokenBackend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+	asked := req.Lease
+	req.Key, req.Lease, req.Renewed = b.key(req.Key), b.lease(req.Lease), false
+	res, err := b.Backend.Acquire(ctx, req)
+	if res.Acquired && b.mode == "short" {
+		res.TTL = asked // claims the lease asked for
+	}
+	return res, err
+}
+
+func (b *brokenBackend) Extend(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) error {
+	return b.Backend.Extend(ctx, b.key(key), owner, b.lease(lease))
+}
+
+func (b *brokenBackend) Release(ctx context.Context, key string, owner lockx.Owner) error {
+	return b.Backend.Release(ctx, b.key(key), owner)
+}
+
+func (b *brokenBackend) TTL(ctx context.Context, key string, owner lockx.Owner) (time.Duration, error) {
+	return b.Backend.TTL(ctx, b.key(key), owner)
 }
