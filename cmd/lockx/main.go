@@ -6,6 +6,7 @@
 //	lockx [flags] watch [PREFIX]       refresh the list every --interval; --long flags old holders
 //	lockx [flags] force-unlock KEY     evict KEY's holder (asks to confirm unless --yes)
 //	lockx [flags] cron JOB --every D   last runs of a cronguard job (records in the backend's result store)
+//	lockx [flags] leader NAME          who leads the election NAME (patterns/leader); --watch follows changes
 //
 // Connect with --redis URL (redis://[[user]:password@]host:port[/db],
 // rediss:// for TLS, or just host:port, which means redis://host:port; or

@@ -41,7 +41,7 @@ type options struct {
 	zookeeper, zkRoot     string
 	prefix                string
 	schema, namespace     string
-	json, yes             bool
+	json, yes, watch      bool
 	interval, long        time.Duration
 	count                 int
 	timeout               time.Duration
@@ -67,6 +67,7 @@ commands:
   watch [PREFIX]      live view, refreshed every --interval
   force-unlock KEY    evict KEY's holder, fence it off, wake waiters
   cron JOB            last runs of a cronguard job (needs --every)
+  leader NAME         who leads the election NAME (patterns/leader); --watch follows changes
 
 flags:
 `)
@@ -98,6 +99,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 	fs.DurationVar(&o.every, "every", 0, "cron: the job's interval (cronguard.Every)")
 	fs.DurationVar(&o.retention, "retention", 7*24*time.Hour, "cron: how far back to look")
 	fs.IntVar(&o.runs, "runs", 10, "cron: how many runs to show")
+	fs.BoolVar(&o.watch, "watch", false, "leader: follow changes (until interrupted, or --count changes)")
 	// A usage error is one line and a pointer to --help: the full usage
 	// would bury the line that says what is wrong.
 	bad := func(format string, a ...any) int {
@@ -128,7 +130,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 	spec, ok := commands[cmd]
 	switch {
 	case !ok:
-		return bad("unknown command %q (commands: ls, inspect, watch, force-unlock, cron)", cmd)
+		return bad("unknown command %q (commands: ls, inspect, watch, force-unlock, cron, leader)", cmd)
 	case spec.arg != "" && spec.required && len(rest) == 0:
 		return bad("%s: missing %s (%s)", cmd, spec.arg, spec.what)
 	case len(rest) > 1 || len(rest) == 1 && spec.arg == "":
@@ -161,6 +163,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 		return c.watch(ctx, b, arg)
 	case "cron":
 		return c.cron(ctx, b, arg)
+	case "leader":
+		return c.leader(ctx, b, arg)
 	default:
 		return c.forceUnlock(ctx, b, arg)
 	}
@@ -192,6 +196,7 @@ var commands = map[string]command{
 	"watch":        {arg: "PREFIX", what: "watch the locks whose keys start with it"},
 	"force-unlock": {arg: "KEY", required: true, what: "the key of the lock to evict"},
 	"cron":         {arg: "JOB", required: true, what: "the cronguard job whose runs to show"},
+	"leader":       {arg: "NAME", required: true, what: "the leader election to show"},
 }
 
 // flagError rewords the flag package's errors, which name flags with one
