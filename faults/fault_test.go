@@ -88,7 +88,11 @@ type run struct {
 	proxies  []*Proxy               // Redlock: A's way to each node
 	victim   *testenv.RedisServer   // a master to kill
 	zk       *testenv.ZooKeeper     // a ZooKeeper to restart
-	standby  *testenv.RedisServer   // its replica
+	maria    *testenv.MariaDB       // a private MariaDB to restart
+	// mysqlAdmin is the DSN the test itself uses on the MySQL scenario's
+	// server (to KILL holder A's sessions).
+	mysqlAdmin string
+	standby    *testenv.RedisServer // its replica
 }
 
 var seq atomic.Int64
@@ -412,7 +416,7 @@ func scenarios() []*scenario {
 				waitRole(r.t, r.standby.Addr, "master", 40*time.Second)
 			},
 		},
-	}, zkScenarios()...)
+	}, append(zkScenarios(), mysqlScenarios()...)...)
 }
 
 // redlockSetup starts 5 independent nodes; with proxied, holder A reaches

@@ -23,6 +23,7 @@ type Proxy struct {
 
 	mu    sync.Mutex
 	conns map[net.Conn]struct{}
+	ups   map[net.Conn]struct{} // the connections to target
 	lat   [2]time.Duration
 	hole  [2]bool
 	done  bool
@@ -42,7 +43,7 @@ func NewProxy(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{Addr: ln.Addr().String(), target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p := &Proxy{Addr: ln.Addr().String(), target: target, ln: ln, conns: map[net.Conn]struct{}{}, ups: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -77,6 +78,19 @@ func (p *Proxy) Reset() {
 	for c := range p.conns {
 		c.Close()
 	}
+}
+
+// UpstreamAddrs returns the local addresses of the proxy's open
+// connections to its target: how the target sees the proxied clients
+// (a server's process list names its sessions by them).
+func (p *Proxy) UpstreamAddrs() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var as []string
+	for c := range p.ups {
+		as = append(as, c.LocalAddr().String())
+	}
+	return as
 }
 
 // Close stops listening, closes every proxied connection and waits for the
@@ -120,6 +134,9 @@ func (p *Proxy) accept() {
 			u.Close()
 			continue
 		}
+		p.mu.Lock()
+		p.ups[u] = struct{}{}
+		p.mu.Unlock()
 		p.wg.Add(2)
 		go p.pipe(Upstream, c, u)
 		go p.pipe(Downstream, u, c)
@@ -172,5 +189,7 @@ func (p *Proxy) pipe(d Direction, src, dst net.Conn) {
 	p.mu.Lock()
 	delete(p.conns, src)
 	delete(p.conns, dst)
+	delete(p.ups, src)
+	delete(p.ups, dst)
 	p.mu.Unlock()
 }

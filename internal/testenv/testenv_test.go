@@ -340,3 +340,21 @@ func TestChildKilled(t *testing.T) {
 		t.Fatalf("exit role: %v", err)
 	}
 }
+
+// TestMariaDBKillRestart: a private MariaDB survives SIGKILL and restart
+// with its committed data.
+func TestMariaDBKillRestart(t *testing.T) {
+	m := StartMariaDB(t)
+	pid := m.Pid
+	if !mariaGreets(m.Addr) {
+		t.Fatalf("no MariaDB handshake on %s", m.Addr)
+	}
+	m.Kill()
+	if mariaGreets(m.Addr) {
+		t.Fatalf("MariaDB still answers on %s after Kill", m.Addr)
+	}
+	m.Restart(t)
+	if m.Pid == pid || !mariaGreets(m.Addr) {
+		t.Fatalf("MariaDB not back on %s after Restart (pid %d, was %d)", m.Addr, m.Pid, pid)
+	}
+}

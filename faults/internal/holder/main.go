@@ -23,6 +23,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -33,12 +34,14 @@ import (
 	"sync"
 	"time"
 
+	_ "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockx-go/lockx/faults"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/mysqllock"
 	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/lockx/redislock"
 	"github.com/lockx-go/lockx/lockx/zklock"
@@ -74,7 +77,8 @@ func emit(e Event) {
 
 func main() {
 	var (
-		backend   = flag.String("backend", "redis", "redis, sentinel, cluster, quorum (Redlock), pg or zk")
+		backend   = flag.String("backend", "redis", "redis, sentinel, cluster, quorum (Redlock), pg, zk, mysql (session locks) or mysqltable (lease table)")
+		mysqlDSN  = flag.String("mysql", "", "go-sql-driver DSN for mysqllock (mysql, mysqltable)")
 		addr      = flag.String("addr", "", "Redis address (redis), or sentinel (sentinel) or node (cluster, quorum) addresses, comma-separated")
 		master    = flag.String("master", "", "Sentinel master name")
 		lockURL   = flag.String("lockpg", "", "PostgreSQL URL for pglock (pg)")
@@ -139,6 +143,18 @@ func main() {
 		}
 		b = pglock.New(pool, pglock.WithSessions(1), pglock.WithHealthInterval(*healthInt))
 		closers = append(closers, pool.Close)
+	case "mysql", "mysqltable":
+		db, err := sql.Open("mysql", *mysqlDSN)
+		if err != nil {
+			fail(err)
+		}
+		opts := []mysqllock.Option{mysqllock.WithHealthInterval(*healthInt), mysqllock.WithPollInterval(50 * time.Millisecond)}
+		if *backend == "mysql" {
+			b = mysqllock.New(db, opts...)
+		} else {
+			b = mysqllock.NewTable(db, opts...)
+		}
+		closers = append(closers, func() { db.Close() })
 	case "zk":
 		zb, err := zklock.Dial(ctx, strings.Split(*addr, ","), zklock.WithSessionTimeout(*zkSession))
 		if err != nil {
