@@ -6,9 +6,9 @@
 # and that each database server has a database named `test`. What is not
 # installed is installed (as root, with apt-get, on Debian); what is
 # installed but not running is started. The throwaway redis-server processes
-# for Cluster and Sentinel tests, and standalone ZooKeeper servers, are
-# started by the tests themselves (internal/testenv) and only need
-# redis-server, and Debian's zookeeper package, installed.
+# for Cluster and Sentinel tests, standalone ZooKeeper servers and PgBouncer
+# are started by the tests themselves (internal/testenv) and only need
+# redis-server, and Debian's zookeeper and pgbouncer packages, installed.
 #
 # Under CI=true a service that cannot be made ready is an error (exit 1);
 # otherwise it is a warning and the tests that need it skip.
@@ -74,6 +74,13 @@ if ! zk_ok; then
 	pkgs+=(zookeeper)
 fi
 
+# PgBouncer for pglock's pooler tests: the tests start their own instances
+# (internal/testenv) in front of PostgreSQL, from Debian's package.
+pgbouncer_ok() { command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ]; }
+if ! pgbouncer_ok; then
+	pkgs+=(pgbouncer)
+fi
+
 # Headless Chromium for the seckill page test (make test runs it).
 if [ ! -x /usr/bin/chromium ]; then
 	pkgs+=(chromium)
@@ -88,7 +95,7 @@ if [ ${#pkgs[@]} -gt 0 ]; then
 		fi
 	else
 		say "missing packages: ${pkgs[*]}"
-		say "install them as root, e.g.: apt-get update && apt-get install -y redis-server postgresql mariadb-server chromium"
+		say "install them as root, e.g.: apt-get update && apt-get install -y redis-server postgresql mariadb-server pgbouncer chromium"
 		say "(or run this script as root on Debian, which installs them itself)"
 	fi
 fi
@@ -97,6 +104,10 @@ fi
 
 if ! zk_ok; then
 	problem "ZooKeeper is not installed (Debian: apt-get install zookeeper; or set LOCKX_ZOOKEEPER_JAR and put java on PATH)"
+fi
+
+if ! pgbouncer_ok; then
+	problem "PgBouncer is not installed (Debian: apt-get install pgbouncer)"
 fi
 
 # ---------------------------------------------------------------- Redis

@@ -213,6 +213,11 @@ func (b *Backend) connect(ctx context.Context, idx int) (*session, error) {
 		return nil, fmt.Errorf("pglock: connect: %w", err)
 	}
 	pg := conn.Conn().PgConn()
+	if err := checkPooler(ctx, pg, &b.pool.Config().ConnConfig.Config); err != nil {
+		_ = pg.Close(context.Background())
+		conn.Release()
+		return nil, err
+	}
 	err = b.prepare(ctx, conn)
 	if err != nil && isMissingSchema(err) && b.cfg.autoMigrate {
 		if err = migrate(ctx, conn.Conn(), b.cfg.schema); err == nil {

@@ -116,6 +116,14 @@
 // UPDATE on the sequence, and SELECT, INSERT, UPDATE, DELETE on its
 // tables (SELECT and INSERT suffice on lockx_epoch). Errors name the missing right.
 //
+// # Poolers
+//
+// Session advisory locks need the session: behind a pooler that hands the
+// server connection to other clients between transactions (PgBouncer with
+// pool_mode = transaction or statement) they would be shared or leaked. A
+// Backend detects such a pooler when it opens a holder session and refuses
+// every lock with ErrTransactionPooler; session-mode pools are fine.
+//
 // # Connection budget
 //
 // A Backend uses at most WithSessions holder sessions and WithWaitSessions
