@@ -88,7 +88,14 @@
 // bookkeeping, its NotifyLoss callbacks run (so the Client fires Lost
 // within about one health interval, not at the next renewal), the next
 // Extend returns lockx.ErrNotHeld, and waiters of this process are woken. The slot pins a
-// new session on next use. A force-release by another process (Release with
+// new session on next use.
+//
+// The server's wait_timeout (default 8 hours) closes a session idle that
+// long, and a GET_LOCK with it. The health pings keep a holder session
+// busy, so keep WithHealthInterval below wait_timeout; a session that timed
+// out anyway is found dead at the next ping and its locks reported lost
+// (TestWaitTimeoutLoss: wait_timeout 1 s, pings every 3 s, Lost at the
+// ping). A force-release by another process (Release with
 // the holder's owner) deletes the row; the holder lets go of the named lock
 // at its next Extend (ErrNotHeld), so until then other owners stay refused.
 //
