@@ -116,6 +116,12 @@ var sections = []section{
 		ratio: mRate, ratioHeader: "× redsync (per run)",
 	},
 	{
+		key:   leaderSection,
+		title: "Leader election: graceful handover (patterns/leader)",
+		intro: "Two candidates (two Elections on one lockx Client, so two owners; each on a Client of its own would need a wrapper to share the backend, and the wrapper would hide its notifications); one leads, the other is queued behind it (checked through the backend's Inspector before the clock starts); the time runs from the leader's Resign to the other's Campaign returning: the release, the wake-up by notification and the grant. Then the roles swap. Issue 36's target: p99 ≤ 10 ms on Redis.",
+		cols:  []col{colRate("handovers/s"), colP50, colP99, {mMax, "max ms", false}, colFail},
+	},
+	{
 		key:   pgSection,
 		title: "PostgreSQL: uncontended acquire + release",
 		intro: "Raw: each goroutine on its own pinned connection of one pool of n connections, session advisory locks. lockx pglock gets a pool of the same size (at least 6; it pins 2 holder sessions, 1 wait session and, while anyone waits, a listener), connected at set-up with the Backend's Connect, as the raw connections are pinned before the clock starts.",

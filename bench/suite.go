@@ -60,6 +60,7 @@ func Cases() []*Case {
 	cs = append(cs, pgCases()...)
 	cs = append(cs, zkCases()...)
 	cs = append(cs, patternCases()...)
+	cs = append(cs, leaderCases()...)
 	cs = append(cs, lockxdCases()...)
 	cs = append(cs, etcdCases()...)
 	return cs

@@ -200,7 +200,28 @@ func evalTargets(rs Results) []target {
 	}
 	out = append(out, pt)
 	out = append(out, redlockTargets(rs)...)
-	return append(out, patternTargets(rs)...)
+	out = append(out, patternTargets(rs)...)
+	return append(out, leaderTarget(rs))
+}
+
+// leaderTarget is issue 36's: a graceful leader handover on Redis within
+// 10 ms at the 99th percentile.
+func leaderTarget(rs Results) target {
+	r := rs.find(leaderSection, "Redis", nameHandover)
+	t := target{issue: "36", text: "leader election on Redis: graceful handover (Resign → next candidate leads) p99 ≤ 10 ms"}
+	v := med(r, mP99)
+	switch {
+	case math.IsNaN(v):
+		t.status, t.detail = statusNA, skipReason(r)
+	case v <= 10:
+		t.status = statusMet
+	default:
+		t.status = missed(num(v)+" ms", fmt.Sprintf("%s handovers/s", num(med(r, mRate))))
+	}
+	if !math.IsNaN(v) {
+		t.detail = fmt.Sprintf("p99 %s ms (runs %s–%s), p50 %s ms", num(v), num(slices.Min(r.values(mP99))), num(slices.Max(r.values(mP99))), num(med(r, mP50)))
+	}
+	return t
 }
 
 // redlockTargets: issue 4's ≥ 1.2× redsync (5 pools) at each goroutine

@@ -3,15 +3,16 @@ package redislock_test
 import (
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/redislock"
 	"github.com/lockx-go/lockx/patterns/leader/leadertest"
 )
 
-// TestLeader runs the leader-election suite over one Redis: each instance
-// is a client over a backend of its own, sharing one key prefix.
-func TestLeader(t *testing.T) {
-	rdb := single(t)
+// leaderSuite runs the leader-election suite over rdb: each instance is a
+// client over a backend of its own, sharing one key prefix.
+func leaderSuite(t *testing.T, rdb redis.UniversalClient) {
 	prefix := redislock.WithPrefix(testPrefix())
 	leadertest.Run(t, func(t *testing.T) *lockx.Client {
 		c := lockx.New(backend(t, rdb, prefix))
@@ -19,3 +20,7 @@ func TestLeader(t *testing.T) {
 		return c
 	})
 }
+
+func TestLeader(t *testing.T)         { leaderSuite(t, single(t)) }
+func TestLeaderCluster(t *testing.T)  { leaderSuite(t, clusterClient(t)) }
+func TestLeaderSentinel(t *testing.T) { leaderSuite(t, sentinelClient(t)) }
