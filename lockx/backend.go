@@ -75,6 +75,10 @@ type Result struct {
 	// TTL is the granted lease when Acquired, else the current holder's
 	// remaining lease if known (0 if unknown).
 	TTL time.Duration
+	// Signature is the lock service's signature of Token for the key
+	// (TokenSigner), from a backend that is a service signing its grants
+	// (lockxd with a signing key, through lockx/httplock); "" otherwise.
+	Signature string
 }
 
 // Notifier is implemented by backends that wake waiters when a key is

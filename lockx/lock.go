@@ -28,6 +28,7 @@ type hold struct {
 	key      string
 	owner    Owner
 	token    Token
+	sig      string // the service's signature of token (Result.Signature)
 	watchdog bool
 	explicit bool // owner came from the caller's context: same-owner calls may race
 	logger   *slog.Logger
@@ -94,6 +95,7 @@ func (h *hold) init(c *Client, ops *GrantOps, hk holdKey, ctx context.Context, r
 		key:      req.Key,
 		owner:    req.Owner,
 		token:    res.Token,
+		sig:      res.Signature,
 		watchdog: cfg.watchdog,
 		logger:   cfg.logger,
 		observer: cfg.observer,

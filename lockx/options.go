@@ -37,7 +37,8 @@ type config struct {
 	driftFixed time.Duration
 	logger     *slog.Logger
 	observer   Observer
-	err        error // first invalid option
+	signer     *TokenSigner // WithTokenSigning
+	err        error        // first invalid option
 }
 
 func defaultConfig() config {

@@ -18,6 +18,9 @@ import (
 type Fence struct {
 	Resource string
 	Token    lockx.Token
+	// Signature is the token's signature as the request carried it ("" if
+	// none), forwarded by Transport.
+	Signature string
 }
 
 type fenceCtxKey struct{}
@@ -43,6 +46,7 @@ type FenceChecker struct {
 	key      lookup
 	token    lookup
 	optional bool
+	signer   *lockx.TokenSigner // WithTokenVerification
 }
 
 // NewFenceChecker returns a checker over store configured by opts
@@ -65,7 +69,13 @@ func newFenceChecker(store lockx.FenceStore, cfg *config) (*FenceChecker, error)
 	if err != nil {
 		return nil, fmt.Errorf("lockx/middleware: token %w", err)
 	}
-	return &FenceChecker{store: store, methods: methodSet(cfg.methods), key: key, token: token, optional: cfg.optional}, nil
+	fc := &FenceChecker{store: store, methods: methodSet(cfg.methods), key: key, token: token, optional: cfg.optional}
+	if cfg.verifyKey != nil {
+		if fc.signer, err = lockx.NewTokenSigner(cfg.verifyKey); err != nil {
+			return nil, fmt.Errorf("lockx/middleware: token verification: %w", err)
+		}
+	}
+	return fc, nil
 }
 
 // Applies reports whether requests with method are checked.
@@ -81,7 +91,8 @@ func (fc *FenceChecker) Applies(method string) bool {
 // if r is not subject to it (a safe method, or neither key nor token with
 // Optional), and otherwise a *Problem: 409 for a stale token, 428 for a
 // missing key or token, 400 for a malformed one and 503 if the store could
-// not answer.
+// not answer; with WithTokenVerification, 428 for a token without a
+// signature and 403 for one whose signature does not match.
 func (fc *FenceChecker) Check(r *http.Request, param func(string) string) (Fence, bool, error) {
 	if !fc.Applies(r.Method) {
 		return Fence{}, false, nil
@@ -116,10 +127,16 @@ func (fc *FenceChecker) Check(r *http.Request, param func(string) string) (Fence
 	if err != nil {
 		return Fence{}, false, newProblem(problemMalformed, http.StatusBadRequest, "Malformed fencing headers", tokFrom+": "+trimLockx(err.Error()), err)
 	}
+	sig := r.Header.Get(HeaderTokenSignature)
+	if fc.signer != nil {
+		if err := fc.signer.Verify(key, token, sig); err != nil {
+			return Fence{}, false, signatureProblem(key, token, err)
+		}
+	}
 	if err := fc.store.Fence(r.Context(), key, token); err != nil {
 		return Fence{}, false, storeProblem(key, token, err)
 	}
-	return Fence{Resource: key, Token: token}, true, nil
+	return Fence{Resource: key, Token: token, Signature: sig}, true, nil
 }
 
 // checkKey keeps out keys no store could hold faithfully (PostgreSQL text

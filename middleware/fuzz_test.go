@@ -1,12 +1,14 @@
 package middleware_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"testing"
 
+	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/middleware"
 )
@@ -47,6 +49,48 @@ func FuzzParseFencingHeaders(f *testing.F) {
 			var p middleware.Problem
 			if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || p.Status != rec.Code {
 				t.Fatalf("key %q token %q: %d with body %q", key, token, rec.Code, rec.Body)
+			}
+		}
+	})
+}
+
+// FuzzSignedFencingHeaders throws arbitrary keys, tokens and signatures at
+// Fencing with WithTokenVerification: only the lock side's signature of
+// the very key and token passes; everything else is a 4xx problem, and a
+// refused request never moves the fence.
+func FuzzSignedFencingHeaders(f *testing.F) {
+	signer, _ := lockx.NewTokenSigner(signingKey)
+	f.Add("r", "7", signer.Sign("r", 7))
+	f.Add("r", "9007199254740991", "")
+	f.Add("r", "8", signer.Sign("r", 7))
+	f.Add("r", "1", "AAAAAAAAAAAAAAAAAAAAAA")
+	f.Add("r", "1", "AAAAAAAAAAAAAAAAAAAAAB")
+	f.Add("\xff", "1", "??")
+	f.Fuzz(func(t *testing.T, key, token, sig string) {
+		store := memlock.NewFenceStore()
+		h := middleware.Fencing(store, middleware.WithTokenVerification(signingKey))(
+			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+		req := httptest.NewRequest("PUT", "/", nil)
+		req.Header["Lock-Key"] = []string{key}
+		req.Header["Fencing-Token"] = []string{token}
+		req.Header[middleware.HeaderTokenSignature] = []string{sig}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		tok, perr := lockx.ParseToken(token)
+		genuine := perr == nil && sig == signer.Sign(key, tok)
+		if rec.Code == http.StatusNoContent && !genuine {
+			t.Fatalf("key %q token %q sig %q: accepted without the lock side's signature", key, token, sig)
+		}
+		if rec.Code >= 500 {
+			t.Fatalf("key %q token %q: status %d", key, token, rec.Code)
+		}
+		if rec.Code != http.StatusNoContent {
+			var p middleware.Problem
+			if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil || p.Status != rec.Code {
+				t.Fatalf("key %q token %q: %d with body %q", key, token, rec.Code, rec.Body)
+			}
+			if err := store.Fence(context.Background(), "r", 1); err != nil && key == "r" {
+				t.Fatalf("a refused request moved the fence: %v", err)
 			}
 		}
 	})

@@ -23,6 +23,9 @@ const (
 const (
 	HeaderLockKey      = "Lock-Key"
 	HeaderFencingToken = "Fencing-Token"
+	// HeaderTokenSignature carries the lock side's signature of the token
+	// (lockx.WithTokenSigning), checked by WithTokenVerification.
+	HeaderTokenSignature = "Fencing-Token-Signature"
 )
 
 // Skipper reports whether a request bypasses a middleware.
@@ -46,6 +49,7 @@ type config struct {
 	wait         time.Duration
 	lockOpts     []lockx.Option
 	retryAfter   time.Duration
+	verifyKey    []byte // WithTokenVerification
 }
 
 func newConfig(opts []Option) config {
@@ -98,6 +102,19 @@ func WithTokenLookup(lookup string) Option { return func(c *config) { c.tokenLoo
 // Use it while clients migrate; a request with only one of the two is still
 // refused.
 func Optional() Option { return func(c *config) { c.optional = true } }
+
+// WithTokenVerification makes Fencing accept only tokens signed with key
+// by the lock side (lockx.WithTokenSigning, or lockxd's signing key): the
+// signature travels in the Fencing-Token-Signature header and covers the
+// lock key and the token. A write without it is answered 428
+// (signed-fencing-token-required), one with a signature that does not
+// match 403 (forged-fencing-token), before the store records anything, so
+// a caller without the key cannot raise the fence. NewFenceChecker and
+// Fencing report a key shorter than lockx.MinSigningKeyLen as an error.
+// Without this option, unsigned tokens are accepted as before.
+func WithTokenVerification(key []byte) Option {
+	return func(c *config) { c.verifyKey = append([]byte{}, key...) }
+}
 
 // WithWait sets how long Serialize waits for a busy resource before it
 // answers 423 Locked (default DefaultSerializeWait). Zero does not wait.

@@ -81,7 +81,26 @@ const (
 	problemUnavailable = "fence-store-unavailable"
 	problemBusy        = "resource-locked"
 	problemLockKey     = "malformed-lock-key"
+	problemUnsigned    = "signed-fencing-token-required"
+	problemForged      = "forged-fencing-token"
 )
+
+// signatureProblem answers a token whose signature was refused: missing
+// (428, the client must send it) or not the lock side's (403: no retry
+// helps).
+func signatureProblem(resource string, token lockx.Token, err error) *Problem {
+	var se *lockx.SignatureError
+	var p *Problem
+	if errors.As(err, &se) && se.Reason == "missing" {
+		p = newProblem(problemUnsigned, http.StatusPreconditionRequired, "Signed fencing token required",
+			"this resource accepts only tokens signed by the lock service; send the signature in "+HeaderTokenSignature, err)
+	} else {
+		p = newProblem(problemForged, http.StatusForbidden, "Fencing token not issued by the lock service",
+			"the signature does not match this lock key and token; the token was not issued by the lock service (or was altered)", err)
+	}
+	p.Resource, p.Token = resource, token
+	return p
+}
 
 func newProblem(kind string, status int, title, detail string, err error) *Problem {
 	return &Problem{Type: ProblemBase + kind, Title: title, Status: status, Detail: detail, Err: err}

@@ -42,7 +42,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("lockx/middleware: %s %s: lock %q: %w", req.Method, req.URL.Redacted(), l.Key(), lockx.ErrLost)
 		default:
 		}
-		f = Fence{Resource: l.Key(), Token: l.Token()}
+		f = Fence{Resource: l.Key(), Token: l.Token(), Signature: l.TokenSignature()}
 	} else if f, ok = FenceFromContext(req.Context()); !ok {
 		return base.RoundTrip(req)
 	}
@@ -53,6 +53,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	r2 := req.Clone(req.Context())
 	r2.Header.Set(HeaderLockKey, f.Resource)
 	r2.Header.Set(HeaderFencingToken, f.Token.String())
+	if f.Signature != "" {
+		r2.Header.Set(HeaderTokenSignature, f.Signature)
+	}
 	return base.RoundTrip(r2)
 }
 

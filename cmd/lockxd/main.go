@@ -43,7 +43,7 @@ func main() {
 
 type options struct {
 	listen, redisURL, postgresURL, prefix, schema, namespace, keysFile string
-	metricsListen, tlsCert, tlsKey                                     string
+	metricsListen, tlsCert, tlsKey, signingKeyFile                     string
 	zookeeper, zkRoot                                                  string
 	memory                                                             bool
 	maxLease, maxWait, grace                                           time.Duration
@@ -59,6 +59,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	fs.StringVar(&o.metricsListen, "metrics-listen", getenv("LOCKXD_METRICS_LISTEN"), "listen `address` of every tenant's /metrics, for the scraper only (env LOCKXD_METRICS_LISTEN); the API's /metrics needs a key and shows its tenant")
 	fs.StringVar(&o.tlsCert, "tls-cert", getenv("LOCKXD_TLS_CERT"), "serve TLS with this PEM certificate `file` (chain; env LOCKXD_TLS_CERT); needs --tls-key")
 	fs.StringVar(&o.tlsKey, "tls-key", getenv("LOCKXD_TLS_KEY"), "PEM private key `file` of --tls-cert (env LOCKXD_TLS_KEY)")
+	fs.StringVar(&o.signingKeyFile, "token-signing-key", getenv("LOCKXD_TOKEN_SIGNING_KEY_FILE"), "sign every grant's fencing token with the key in this `file` (at least 16 bytes; env LOCKXD_TOKEN_SIGNING_KEY_FILE) and require signed tokens at /v1/fence")
 	fs.StringVar(&o.redisURL, "redis", getenv("LOCKX_REDIS_URL"), "Redis `URL` (env LOCKX_REDIS_URL)")
 	fs.StringVar(&o.postgresURL, "postgres", getenv("LOCKX_POSTGRES_URL"), "PostgreSQL `URL` (env LOCKX_POSTGRES_URL)")
 	fs.StringVar(&o.zookeeper, "zookeeper", getenv("LOCKX_ZOOKEEPER"), "ZooKeeper `servers`, host:port,... (env LOCKX_ZOOKEEPER)")
@@ -102,6 +103,16 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 		}
 		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
+	var signingKey []byte
+	if o.signingKeyFile != "" {
+		k, err := os.ReadFile(o.signingKeyFile)
+		if err != nil {
+			return fail(fmt.Errorf("--token-signing-key: %w", err))
+		}
+		if signingKey = []byte(strings.TrimSpace(string(k))); len(signingKey) < lockx.MinSigningKeyLen {
+			return fail(fmt.Errorf("--token-signing-key: %d bytes, want at least %d", len(signingKey), lockx.MinSigningKeyLen))
+		}
+	}
 	tenants, err := lockxd.LoadKeys(o.keysFile, getenv("LOCKXD_KEYS"))
 	if err != nil {
 		return fail(err)
@@ -116,7 +127,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	}
 	defer closeFn()
 
-	srv := lockxd.NewServer(b, lockxd.Config{MaxLease: o.maxLease, MaxWait: o.maxWait, Tenants: tenants, Logger: logger})
+	srv := lockxd.NewServer(b, lockxd.Config{MaxLease: o.maxLease, MaxWait: o.maxWait, Tenants: tenants, Logger: logger, TokenSigningKey: signingKey})
 	ln, err := listen(o.listen, tlsConf)
 	if err != nil {
 		return fail(err)

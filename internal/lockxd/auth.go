@@ -1,6 +1,7 @@
 package lockxd
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,7 +12,21 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lockx-go/lockx/lockx"
 )
+
+// TenantSigningKey derives a tenant's token-signing key from the server's
+// (Config.TokenSigningKey): HMAC-SHA256(serverKey, "lockxd tenant signing
+// key\x00" + tenant). Give each tenant's resources their own derived key,
+// never the server's: a tenant's key signs only that tenant's tokens, so
+// one tenant's grants cannot pass at another tenant's resources.
+func TenantSigningKey(serverKey []byte, tenant string) []byte {
+	m := hmac.New(sha256.New, serverKey)
+	m.Write([]byte("lockxd tenant signing key\x00"))
+	m.Write([]byte(tenant))
+	return m.Sum(nil)
+}
 
 // TenantConfig is one API key's entry in the keys file. The key itself is
 // never stored: only its SHA-256 (hex).
@@ -97,6 +112,11 @@ func validTenant(s string) bool {
 type tenant struct {
 	name string
 	cfg  TenantConfig
+	// signer signs the tenant's grants and checks its fences when the
+	// server has a signing key (signing); nil with signing means a key
+	// too short to use: every fence is refused.
+	signer  *lockx.TokenSigner
+	signing bool
 
 	mu        sync.Mutex
 	tokens    float64

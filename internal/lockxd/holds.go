@@ -208,7 +208,7 @@ func (s *Server) acquire(k kind, wait bool) handler {
 			got = res.TTL // a shorter first lease of a direct handoff (renewed)
 		}
 		expiry = start.Add(got)
-		return wire.Grant{Key: req.Key, Owner: string(secret), Holder: string(owner), Token: res.Token.String(), LeaseMS: max(1, got.Milliseconds()), Mode: req.Mode, Count: req.Count}, nil
+		return wire.Grant{Key: req.Key, Owner: string(secret), Holder: string(owner), Token: res.Token.String(), Signature: t.sign(req.Key, res.Token), LeaseMS: max(1, got.Milliseconds()), Mode: req.Mode, Count: req.Count}, nil
 	}
 }
 
@@ -410,6 +410,9 @@ func (s *Server) fence(ctx context.Context, t *tenant, r *http.Request) (any, *h
 	tok, err := lockx.ParseToken(req.Token)
 	if err != nil {
 		return nil, backendError(err)
+	}
+	if herr := t.verify(req.Resource, tok, req.Signature); herr != nil {
+		return nil, herr
 	}
 	if err := fs.Fence(ctx, ns(t)+req.Resource, tok); err != nil {
 		return nil, backendError(err)

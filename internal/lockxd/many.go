@@ -69,6 +69,7 @@ func (s *Server) acquireMany(ctx context.Context, t *tenant, r *http.Request) (a
 		out[i] = wire.Grant{Key: m.Keys[i], Owner: m.Owner, Holder: string(owner)}
 		if rr.Acquired {
 			out[i].Token, out[i].LeaseMS = rr.Token.String(), max(1, rr.TTL.Milliseconds())
+			out[i].Signature = t.sign(m.Keys[i], rr.Token)
 		} else {
 			granted = false
 			out[i].TTLMS = rr.TTL.Milliseconds()

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/http"
 
 	"github.com/lockx-go/lockx/lockx"
 )
@@ -44,6 +45,32 @@ func checkSecret(name, owner string) error {
 	}
 	if len(owner) < minSecretLen {
 		return fmt.Errorf("%s is the hold's secret: at least %d characters, unguessable (e.g. 128 random bits), or omit it and use the one returned", name, minSecretLen)
+	}
+	return nil
+}
+
+// sign is the signature of a grant's token for key (as the tenant names
+// it), or "" if the server does not sign.
+func (t *tenant) sign(key string, tok lockx.Token) string {
+	if t.signer == nil {
+		return ""
+	}
+	return t.signer.Sign(key, tok)
+}
+
+// verify checks a fence request's signature when the server signs: 428
+// without one, 403 for one the server did not make. A token above any the
+// server issued for the resource cannot carry a valid signature, so it is
+// refused before the fence store records it.
+func (t *tenant) verify(resource string, tok lockx.Token, sig string) *httpError {
+	if !t.signing {
+		return nil
+	}
+	if sig == "" {
+		return &httpError{status: http.StatusPreconditionRequired, code: "signature-required", title: "signed fencing token required", detail: "this server signs its tokens: send the grant's signature with the token"}
+	}
+	if t.signer == nil || t.signer.Verify(resource, tok, sig) != nil {
+		return &httpError{status: http.StatusForbidden, code: "forged-token", title: "fencing token not issued by this server", detail: fmt.Sprintf("the signature does not match resource %q and token %d", resource, tok)}
 	}
 	return nil
 }

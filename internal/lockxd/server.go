@@ -48,6 +48,11 @@ type Config struct {
 	// PeriodicReader over any exporter, for a program that embeds the
 	// server. Close shuts them down.
 	Readers []sdkmetric.Reader
+	// TokenSigningKey, if set (at least lockx.MinSigningKeyLen bytes),
+	// makes the server sign every grant's fencing token with the tenant's
+	// key, TenantSigningKey(TokenSigningKey, tenant), and require a valid
+	// signature at POST /v1/fence (docs/lockxd.md, "Signed tokens").
+	TokenSigningKey []byte
 }
 
 // Server is lockxd's HTTP handler over one backend. It keeps no lock state
@@ -81,6 +86,14 @@ func NewServer(b lockx.Backend, cfg Config) *Server {
 	}
 	s := &Server{b: b, cfg: cfg, auth: newAuthenticator(cfg.Tenants), mux: http.NewServeMux(), log: cfg.Logger, closing: make(chan struct{}), routes: map[string]string{}}
 	s.metrics = newMetrics(s.auth, cfg.Readers)
+	if cfg.TokenSigningKey != nil {
+		for _, t := range s.auth.tenants {
+			// NewServer has no error to return: a short key signs with
+			// nothing and refuses every fence (cmd/lockxd checks it first).
+			t.signer, _ = lockx.NewTokenSigner(TenantSigningKey(cfg.TokenSigningKey, t.name))
+			t.signing = true
+		}
+	}
 	s.handle("GET", "/healthz", s.health)
 	s.handle("GET", "/metrics", s.serveMetrics)
 	s.handle("GET", "/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {

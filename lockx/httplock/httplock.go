@@ -228,6 +228,8 @@ func (b *Backend) verdict(op string, res *http.Response, p wire.Problem) error {
 		return lockx.ErrUpgrade
 	case res.StatusCode == http.StatusBadRequest:
 		return &lockx.ArgError{Arg: "request", Reason: "lockxd: " + p.Detail}
+	case p.Code == "signature-required" || p.Code == "forged-token":
+		return fmt.Errorf("lockx/httplock: %s: %s: %w", op, p.Detail, lockx.ErrBadSignature)
 	}
 	e := &Error{Status: res.StatusCode, Code: p.Code, Detail: p.Detail}
 	if s, err := strconv.Atoi(res.Header.Get("Retry-After")); err == nil && s > 0 {

@@ -36,7 +36,7 @@ func (b *Backend) acquire(ctx context.Context, base string, req lockx.Request, b
 		_ = b.release(context.WithoutCancel(ctx), base, req.Key, req.Owner, body.Mode)
 		return lockx.Result{}, lockx.Unavailable("acquire", errNoToken)
 	}
-	return lockx.Result{Acquired: true, Token: tok, TTL: fromMS(g.LeaseMS)}, nil
+	return lockx.Result{Acquired: true, Token: tok, TTL: fromMS(g.LeaseMS), Signature: g.Signature}, nil
 }
 
 func (b *Backend) extend(ctx context.Context, base, key string, owner lockx.Owner, lease time.Duration, mode string) error {
@@ -155,7 +155,7 @@ func (b *Backend) AcquireMany(ctx context.Context, reqs []lockx.Request) ([]lock
 		if err != nil || g.LeaseMS <= 0 {
 			return nil, lockx.Unavailable("acquire many", errNoToken)
 		}
-		res[i] = lockx.Result{Acquired: true, Token: tok, TTL: fromMS(g.LeaseMS)}
+		res[i] = lockx.Result{Acquired: true, Token: tok, TTL: fromMS(g.LeaseMS), Signature: g.Signature}
 	}
 	return res, nil
 }

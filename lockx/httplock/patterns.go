@@ -57,10 +57,17 @@ func (b *Backend) Permits(ctx context.Context, key string) (lockx.PermitUsage, e
 // Fence implements lockx.FenceStore with the server's backend: resources
 // live in the tenant's namespace, like keys.
 func (b *Backend) Fence(ctx context.Context, resource string, token lockx.Token) error {
+	return b.FenceSigned(ctx, resource, token, "")
+}
+
+// FenceSigned is Fence with the token's signature (Lock.TokenSignature),
+// which a lockxd with a signing key requires: without it the check is
+// refused (an *Error with status 428), with a wrong one too (403).
+func (b *Backend) FenceSigned(ctx context.Context, resource string, token lockx.Token, signature string) error {
 	if err := lockx.CheckFenceArgs(resource, token); err != nil {
 		return err
 	}
-	status, p, err := b.call(ctx, "fence", http.MethodPost, "/v1/fence", wire.Fence{Resource: resource, Token: token.String()}, nil)
+	status, p, err := b.call(ctx, "fence", http.MethodPost, "/v1/fence", wire.Fence{Resource: resource, Token: token.String(), Signature: signature}, nil)
 	if err != nil || status == http.StatusOK {
 		return err
 	}

@@ -36,6 +36,12 @@ type FencingConfig struct {
 	// instead of refusing them with 428.
 	Optional bool
 
+	// TokenVerificationKey, if set, makes the middleware accept only
+	// tokens the lock side signed with this key (lockx.WithTokenSigning):
+	// 428 without a Fencing-Token-Signature header, 403 for a signature
+	// that does not match (middleware.WithTokenVerification).
+	TokenVerificationKey []byte
+
 	// ErrorHandler is called with the refusal, an *echo.HTTPError whose
 	// Internal is a *middleware.Problem wrapping the cause (e.g. a
 	// *lockx.StaleTokenError). Its result is returned by the middleware.
@@ -89,6 +95,9 @@ func (config FencingConfig) ToMiddleware() (echo.MiddlewareFunc, error) {
 	}
 	if config.Optional {
 		opts = append(opts, middleware.Optional())
+	}
+	if config.TokenVerificationKey != nil {
+		opts = append(opts, middleware.WithTokenVerification(config.TokenVerificationKey))
 	}
 	fc, err := middleware.NewFenceChecker(config.Store, opts...)
 	if err != nil {

@@ -32,14 +32,17 @@ type HoldRequest struct {
 // to whoever presents it); Holder is its public label, as inspection
 // shows it.
 type Grant struct {
-	Key     string `json:"key"`
-	Owner   string `json:"owner"`
-	Holder  string `json:"holder,omitempty"`
-	Token   string `json:"token,omitempty"` // fencing token, decimal (fits uint64)
-	LeaseMS int64  `json:"lease_ms,omitempty"`
-	TTLMS   int64  `json:"ttl_ms,omitempty"`
-	Mode    string `json:"mode,omitempty"`
-	Count   int64  `json:"count,omitempty"`
+	Key    string `json:"key"`
+	Owner  string `json:"owner"`
+	Holder string `json:"holder,omitempty"`
+	// Signature is the server's signature of Token for Key, when the
+	// server signs tokens (lockx.TokenSigner with the tenant's key).
+	Signature string `json:"signature,omitempty"`
+	Token     string `json:"token,omitempty"` // fencing token, decimal (fits uint64)
+	LeaseMS   int64  `json:"lease_ms,omitempty"`
+	TTLMS     int64  `json:"ttl_ms,omitempty"`
+	Mode      string `json:"mode,omitempty"`
+	Count     int64  `json:"count,omitempty"`
 }
 
 // ProblemType is the prefix of every problem type URI; the rest is the
@@ -92,6 +95,9 @@ type BatchResult struct {
 type Fence struct {
 	Resource string `json:"resource"`
 	Token    string `json:"token"`
+	// Signature is the token's signature from its grant; a server that
+	// signs tokens requires it.
+	Signature string `json:"signature,omitempty"`
 }
 
 // LockView is the inspector's view of one lock, with the tenant's
