@@ -148,7 +148,8 @@ func TestRedis(t *testing.T) {
 	}
 
 	// force-unlock: refused confirmation leaves the lock alone.
-	r := cli("wrong\n", "force-unlock", "jobs/nightly-report")
+	audit := filepath.Join(t.TempDir(), "audit.jsonl")
+	r := cli("wrong\n", "force-unlock", "jobs/nightly-report", "--reason", "test", "--audit-file", audit)
 	if r.code != exitAborted {
 		t.Fatalf("declined force-unlock: exit %d, %s", r.code, r.errOut)
 	}
@@ -157,7 +158,7 @@ func TestRedis(t *testing.T) {
 		t.Fatalf("declined force-unlock freed the lock: %v", err)
 	}
 	// Confirmed: the lock is freed, its fence raised, the act recorded.
-	r = cli("jobs/nightly-report\n", "--json", "force-unlock", "jobs/nightly-report")
+	r = cli("jobs/nightly-report\n", "--json", "force-unlock", "jobs/nightly-report", "--reason", "test", "--audit-file", audit)
 	if r.code != exitOK {
 		t.Fatalf("force-unlock: exit %d, %s", r.code, r.errOut)
 	}
@@ -178,7 +179,7 @@ func TestRedis(t *testing.T) {
 	if err != nil || !strings.Contains(string(stored.Value), `"force-unlock"`) {
 		t.Fatalf("audit record: %s %v", stored.Value, err)
 	}
-	if r := cli("", "--yes", "force-unlock", "jobs/nightly-report"); r.code != exitNotHeld {
+	if r := cli("", "--yes", "force-unlock", "jobs/nightly-report", "--reason", "test", "--audit-file", audit); r.code != exitNotHeld {
 		t.Fatalf("force-unlock of a free key: exit %d", r.code)
 	}
 
@@ -268,7 +269,7 @@ func TestPostgres(t *testing.T) {
 		}
 		golden(t, tc.name, normalize(r.out+r.errOut, tokens))
 	}
-	r := runCLI(t, "", append(append([]string{}, base...), "--yes", "force-unlock", "jobs/reindex")...)
+	r := runCLI(t, "", append(append([]string{}, base...), "--yes", "force-unlock", "jobs/reindex", "--reason", "test", "--audit-file", filepath.Join(t.TempDir(), "audit.jsonl"))...)
 	if r.code != exitOK {
 		t.Fatalf("force-unlock: exit %d, %s", r.code, r.errOut)
 	}

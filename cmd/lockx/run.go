@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/signal"
 	"os/user"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -47,6 +49,7 @@ type options struct {
 	timeout               time.Duration
 	every, retention      time.Duration
 	runs                  int
+	reason, auditFile     string
 }
 
 type cli struct {
@@ -92,6 +95,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 	fs.StringVar(&o.namespace, "namespace", pglock.DefaultNamespace, "PostgreSQL key namespace of the backend")
 	fs.BoolVar(&o.json, "json", false, "print JSON")
 	fs.BoolVar(&o.yes, "yes", false, "force-unlock without asking")
+	fs.StringVar(&o.reason, "reason", "", "force-unlock: why the holder is evicted (required; recorded)")
+	fs.StringVar(&o.auditFile, "audit-file", defaultAuditFile(getenv), "force-unlock: append the audit record to this `file` (env LOCKX_AUDIT_FILE)")
 	fs.DurationVar(&o.interval, "interval", time.Second, "watch: refresh period")
 	fs.DurationVar(&o.long, "long", 0, "watch: flag holders older than this (0: off)")
 	fs.IntVar(&o.count, "count", 0, "watch: stop after this many refreshes (0: until interrupted)")
@@ -401,22 +406,73 @@ func (c *cli) watch(ctx context.Context, b lockx.Backend, prefix string) int {
 	return exitOK
 }
 
-// auditRecord is what force-unlock records and prints.
+// auditRecord is what force-unlock records and prints: one JSON line per
+// eviction in the audit file (docs/operations.md).
 type auditRecord struct {
 	Action string    `json:"action"`
 	Key    string    `json:"key"`
 	Owner  string    `json:"owner"`
 	Token  uint64    `json:"token"`
-	By     string    `json:"by"`
+	Reason string    `json:"reason"`
+	By     string    `json:"by"`      // os_user@host
+	OSUser string    `json:"os_user"` // from the process's uid, not $USER
+	UID    string    `json:"uid"`
+	Host   string    `json:"host"`
+	PID    int       `json:"pid"`
 	At     time.Time `json:"at"`
-	Audit  string    `json:"audit,omitempty"` // result-store key of the record
+	// Fenced says whether the backend recorded the evicted token + 1 as
+	// seen for the key (it has a fence store); FencedTo is that value.
+	Fenced   bool   `json:"fenced"`
+	FencedTo uint64 `json:"fenced_to,omitempty"`
+	Audit    string `json:"audit,omitempty"` // result-store key of a copy in the backend
+}
+
+// defaultAuditFile is $LOCKX_AUDIT_FILE, else lockx/audit.jsonl under the
+// user's state directory ($XDG_STATE_HOME, else ~/.local/state).
+func defaultAuditFile(getenv func(string) string) string {
+	if f := getenv("LOCKX_AUDIT_FILE"); f != "" {
+		return f
+	}
+	dir := getenv("XDG_STATE_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return ""
+		}
+		dir = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(dir, "lockx", "audit.jsonl")
+}
+
+// openAudit opens the audit file for appending, creating it (0600) and
+// its directory (0700) if needed.
+func openAudit(path string) (*os.File, error) {
+	if path == "" {
+		return nil, errors.New("no audit file: set --audit-file or LOCKX_AUDIT_FILE")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 }
 
 func (c *cli) forceUnlock(ctx context.Context, b lockx.Backend, key string) int {
+	if strings.TrimSpace(c.opts.reason) == "" {
+		fmt.Fprintln(c.errOut, "lockx: force-unlock needs --reason (why the holder is evicted; it goes into the audit record)")
+		fmt.Fprintln(c.errOut, helpHint)
+		return exitUsage
+	}
 	in, code := c.inspector(b)
 	if in == nil {
 		return code
 	}
+	// The record's file is opened before anything is done: an eviction
+	// that cannot be recorded does not happen.
+	af, err := openAudit(c.opts.auditFile)
+	if err != nil {
+		return c.fail(fmt.Errorf("audit record cannot be written, nothing done: %w", err))
+	}
+	defer af.Close()
 	cctx, cancel := context.WithTimeout(ctx, c.opts.timeout)
 	li, err := in.Lock(cctx, key)
 	cancel()
@@ -443,34 +499,59 @@ func (c *cli) forceUnlock(ctx context.Context, b lockx.Backend, key string) int 
 		// ForceUnlock evicted whoever held it then. Say so.
 		fmt.Fprintf(c.errOut, "lockx: note: the holder changed after confirmation; evicted token %d\n", evicted.Token)
 	}
-	rec := auditRecord{Action: "force-unlock", Key: key, Owner: string(evicted.Owner), Token: uint64(evicted.Token), By: whoami(), At: c.now().UTC()}
+	rec := auditRecord{Action: "force-unlock", Key: key, Owner: string(evicted.Owner), Token: uint64(evicted.Token),
+		Reason: c.opts.reason, PID: os.Getpid(), At: c.now().UTC()}
+	rec.OSUser, rec.UID, rec.Host = osIdentity()
+	rec.By = rec.OSUser + "@" + rec.Host
+	// ForceUnlock raises the fence exactly when the backend keeps fences
+	// and the token can be raised (lockx/inspect.go).
+	if _, ok := b.(lockx.FenceStore); ok && evicted.Token > 0 && evicted.Token < lockx.MaxToken {
+		rec.Fenced, rec.FencedTo = true, uint64(evicted.Token)+1
+	}
 	if rs, ok := b.(lockx.ResultStore); ok {
 		akey := fmt.Sprintf("lockx-audit/force-unlock/%s/%d", key, rec.At.UnixNano())
 		val, _ := json.Marshal(rec)
 		if _, _, err := rs.SaveResult(cctx, akey, lockx.Outcome{Value: val, Created: rec.At}, 90*24*time.Hour); err != nil {
-			fmt.Fprintln(c.errOut, "lockx: warning: audit record not stored:", err)
+			fmt.Fprintln(c.errOut, "lockx: warning: copy of the audit record not stored in the backend:", err)
 		} else {
 			rec.Audit = akey
 		}
 	}
+	line, _ := json.Marshal(rec)
+	if _, err := af.Write(append(line, '\n')); err == nil {
+		err = af.Sync()
+	}
+	if err != nil {
+		// The eviction happened: say so, and that its record is missing.
+		fmt.Fprintf(c.errOut, "lockx: evicted %s but the audit record was not written to %s: %v\n%s\n", key, c.opts.auditFile, err, line)
+		return exitFailed
+	}
 	if c.opts.json {
 		return c.printJSON(rec)
 	}
-	fmt.Fprintf(c.out, "evicted %s (owner %s, token %d); fence raised to %d; waiters woken\nrecorded: by %s at %s", key, rec.Owner, rec.Token, rec.Token+1, rec.By, rec.At.Format(time.RFC3339))
+	fmt.Fprintf(c.out, "evicted %s (owner %s, token %d); ", key, rec.Owner, rec.Token)
+	if rec.Fenced {
+		fmt.Fprintf(c.out, "fence raised to %d", rec.FencedTo)
+	} else {
+		fmt.Fprint(c.out, "not fenced: this backend keeps no fences, so the evicted holder's writes are not refused by lockx")
+	}
+	fmt.Fprintf(c.out, "; released as its owner\nrecorded: %s by %s at %s, reason %q, in %s", key, rec.By, rec.At.Format(time.RFC3339), rec.Reason, c.opts.auditFile)
 	if rec.Audit != "" {
-		fmt.Fprintf(c.out, " as %s", rec.Audit)
+		fmt.Fprintf(c.out, " and in the backend as %s", rec.Audit)
 	}
 	fmt.Fprintln(c.out)
 	return exitOK
 }
 
-func whoami() string {
-	name := "unknown"
-	if u, err := user.Current(); err == nil {
+// osIdentity is the process's user, from its uid (not $USER or $LOGNAME,
+// which the caller sets), and the host name.
+func osIdentity() (name, uid, host string) {
+	name, uid = "unknown", strconv.Itoa(os.Getuid())
+	if u, err := user.LookupId(uid); err == nil {
 		name = u.Username
 	}
-	host, _ := os.Hostname()
-	return name + "@" + host
+	host, _ = os.Hostname()
+	return name, uid, host
 }
 
 // jsonInfo is the JSON form of a lock.

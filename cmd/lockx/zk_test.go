@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,9 +44,13 @@ func TestZooKeeper(t *testing.T) {
 		}
 		golden(t, tc.name, normalize(r.out+r.errOut, tokens))
 	}
-	r := runCLI(t, "", append(append([]string{}, base...), "--yes", "force-unlock", "jobs/reindex")...)
+	r := runCLI(t, "", append(append([]string{}, base...), "--yes", "force-unlock", "jobs/reindex", "--reason", "test", "--audit-file", filepath.Join(t.TempDir(), "audit.jsonl"))...)
 	if r.code != exitOK {
 		t.Fatalf("force-unlock: exit %d, %s", r.code, r.errOut)
+	}
+	// ZooKeeper keeps no fences: the report must not claim one.
+	if strings.Contains(r.out, "fence raised") || !strings.Contains(r.out, "not fenced") {
+		t.Fatalf("force-unlock on ZooKeeper reports %q", r.out)
 	}
 	if _, err := b.Lock(ctx, "jobs/reindex"); !errors.Is(err, lockx.ErrNotHeld) {
 		t.Fatalf("after force-unlock: %v", err)
