@@ -2,12 +2,11 @@ package bench
 
 import (
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/pglock"
 )
 
 // newPGBackend returns lockx's PostgreSQL backend over pool.
-func newPGBackend(pool *pgxpool.Pool) (lockx.Backend, error) {
+func newPGBackend(pool *pgxpool.Pool) (driver.Backend, error) {
 	return pglock.New(pool), nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/rueidis/rueidislock"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/redislock"
 )
 
@@ -136,7 +137,7 @@ func (r *rueidisLocker) Close() error { r.l.Close(); return nil }
 // the scripts and the batcher cost on their own, so the Client's share of
 // the Client rows is the difference.
 type backendLocker struct {
-	b   lockx.Backend
+	b   driver.Backend
 	rdb *redis.Client
 }
 
@@ -161,7 +162,7 @@ func (l *backendLocker) Pair(ctx context.Context, key string) error {
 // Lock makes one attempt: a key held by another owner is an error.
 func (l *backendLocker) Lock(ctx context.Context, key string) (func(context.Context) error, error) {
 	o := lockx.NewOwner()
-	res, err := l.b.Acquire(ctx, lockx.Request{Key: key, Owner: o, Lease: benchLease})
+	res, err := l.b.Acquire(ctx, driver.Request{Key: key, Owner: o, Lease: benchLease})
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +178,7 @@ func (l *backendLocker) Close() error {
 
 // noMany hides every capability of a Backend but the Backend methods, so
 // AcquireMany takes the keys one by one.
-type noMany struct{ lockx.Backend }
+type noMany struct{ driver.Backend }
 
 // --- paired latencies --------------------------------------------------------
 
@@ -262,7 +263,7 @@ func runPairedMany(ctx context.Context, e *Env, p Params, seq bool) (Sample, err
 		return nil, err
 	}
 	defer rdb.Close()
-	var b lockx.Backend = redislock.New(rdb)
+	var b driver.Backend = redislock.New(rdb)
 	if seq {
 		b = noMany{b}
 	}
@@ -308,7 +309,7 @@ func runPairedManyBackend(ctx context.Context, e *Env, p Params) (Sample, error)
 	b := redislock.New(rdb)
 	defer b.Close()
 	keys := manyKeyNames("bm")
-	reqs := make([]lockx.Request, manyKeys)
+	reqs := make([]driver.Request, manyKeys)
 	single := &backendLocker{b: b}
 	one := timedAcquire(func(ctx context.Context) (func(context.Context) error, error) {
 		return single.Lock(ctx, "bs:0")
@@ -316,7 +317,7 @@ func runPairedManyBackend(ctx context.Context, e *Env, p Params) (Sample, error)
 	many := timedAcquire(func(ctx context.Context) (func(context.Context) error, error) {
 		o := lockx.NewOwner()
 		for i, k := range keys {
-			reqs[i] = lockx.Request{Key: k, Owner: o, Lease: benchLease}
+			reqs[i] = driver.Request{Key: k, Owner: o, Lease: benchLease}
 		}
 		res, err := b.AcquireMany(ctx, reqs)
 		for i := 0; err == nil && i < len(res); i++ {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/patterns/leader"
 )
 
@@ -42,8 +43,9 @@ func leaderCases() []*Case {
 // handover the next candidate is queued behind the leader (seen through
 // the backend's Inspector), so the time is the release, the wake-up and
 // the grant, never a lease.
-func runHandovers(ctx context.Context, p Params, b lockx.Backend) (Sample, error) {
-	in, ok := b.(lockx.Inspector)
+func runHandovers(ctx context.Context, p Params, b driver.Backend) (Sample, error) {
+	var in driver.Inspector
+	ok := driver.As(b, &in)
 	if !ok {
 		return nil, fmt.Errorf("%w: the backend has no Inspector", errSkip)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/lockxd"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/httplock"
 )
 
@@ -36,7 +37,7 @@ type lockxdService struct {
 	close func() error // the backend and its connections
 }
 
-func startLockxd(b lockx.Backend, closeBackend func() error) *lockxdService {
+func startLockxd(b driver.Backend, closeBackend func() error) *lockxdService {
 	srv := lockxd.NewServer(b, lockxd.Config{Tenants: []lockxd.TenantConfig{{Tenant: "bench", SHA256: lockxd.HashKey(benchAPIKey)}}})
 	return &lockxdService{srv: srv, ts: httptest.NewServer(srv), close: closeBackend}
 }

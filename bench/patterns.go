@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/lockx/zklock"
 	"github.com/lockx-go/lockx/patterns/rwlock"
@@ -40,22 +41,22 @@ const (
 // it opened.
 type patBackend struct {
 	name string
-	open func(ctx context.Context, e *Env) (b lockx.Backend, done func(), err error)
+	open func(ctx context.Context, e *Env) (b driver.Backend, done func(), err error)
 }
 
 func patBackends() []patBackend {
 	return []patBackend{
-		{"memlock", func(context.Context, *Env) (lockx.Backend, func(), error) {
+		{"memlock", func(context.Context, *Env) (driver.Backend, func(), error) {
 			return memlock.New(), func() {}, nil
 		}},
-		{"Redis", func(ctx context.Context, e *Env) (lockx.Backend, func(), error) {
+		{"Redis", func(ctx context.Context, e *Env) (driver.Backend, func(), error) {
 			b, rdb, err := openRedisBackend(ctx, e, PoolSize)
 			if err != nil {
 				return nil, nil, err
 			}
 			return b, func() { rdb.Close() }, nil
 		}},
-		{"PostgreSQL", func(ctx context.Context, e *Env) (lockx.Backend, func(), error) {
+		{"PostgreSQL", func(ctx context.Context, e *Env) (driver.Backend, func(), error) {
 			pool, err := e.PG(ctx, pgPatternConns)
 			if err != nil {
 				return nil, nil, err
@@ -67,7 +68,7 @@ func patBackends() []patBackend {
 			}
 			return b, pool.Close, nil
 		}},
-		{"ZooKeeper", func(ctx context.Context, e *Env) (lockx.Backend, func(), error) {
+		{"ZooKeeper", func(ctx context.Context, e *Env) (driver.Backend, func(), error) {
 			addr, err := e.ZooKeeper(ctx)
 			if err != nil {
 				return nil, nil, err

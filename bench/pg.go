@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // Sections and row names of the PostgreSQL tables.
@@ -109,7 +110,7 @@ func (l *pgRawLocker) Lock(ctx context.Context, key string) (func(context.Contex
 func (l *pgRawLocker) Close() error { l.conn.Release(); return nil }
 
 // openPGBackend returns pglock over a pool of its own of conns connections.
-func openPGBackend(ctx context.Context, e *Env, conns int) (lockx.Backend, *pgxpool.Pool, error) {
+func openPGBackend(ctx context.Context, e *Env, conns int) (driver.Backend, *pgxpool.Pool, error) {
 	if _, err := newPGBackend(nil); errors.Is(err, errSkip) {
 		return nil, nil, err
 	}

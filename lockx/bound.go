@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // errBudget is the cause of a backend call cut off by the wait budget.
@@ -77,9 +79,9 @@ func budgetCut(ctx context.Context, deadline time.Time, err error) bool {
 // attempt is one backend Acquire, bounded by deadline (see bounded). A
 // call cut off there is an unknown outcome, reported as ErrUnavailable;
 // whatever it later obtains is released.
-func (c *Client) attempt(ctx context.Context, ops *GrantOps, req Request, deadline time.Time) (Result, error) {
+func (c *Client) attempt(ctx context.Context, ops *driver.GrantOps, req driver.Request, deadline time.Time) (driver.Result, error) {
 	type result struct {
-		res Result
+		res driver.Result
 		err error
 	}
 	r, gaveUp := bounded(c, ctx, deadline, func(ctx context.Context) result {
@@ -87,17 +89,17 @@ func (c *Client) attempt(ctx context.Context, ops *GrantOps, req Request, deadli
 		return result{res, err}
 	}, func(result) { abandonNow(ops, req) })
 	if gaveUp != nil {
-		return Result{}, Unavailable("acquire", gaveUp)
+		return driver.Result{}, driver.Unavailable("acquire", gaveUp)
 	}
 	if budgetCut(ctx, deadline, r.err) {
-		return Result{}, Unavailable("acquire", errBudget)
+		return driver.Result{}, driver.Unavailable("acquire", errBudget)
 	}
 	return r.res, r.err
 }
 
 // abandon withdraws req in the background (abandonNow), waiting for it at
 // most abandonGrace. The withdrawal is the Client's: Close waits for it.
-func (c *Client) abandon(ops *GrantOps, req Request) {
+func (c *Client) abandon(ops *driver.GrantOps, req driver.Request) {
 	done := make(chan struct{})
 	c.bg.add()
 	go func() {
@@ -116,7 +118,7 @@ func (c *Client) abandon(ops *GrantOps, req Request) {
 // abandonNow withdraws from a queue and frees a grant that may have
 // happened behind an unanswered attempt. Release is owner-checked, so it
 // can never free another owner's lock.
-func abandonNow(ops *GrantOps, req Request) {
+func abandonNow(ops *driver.GrantOps, req driver.Request) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_ = ops.Release(ctx, req.Key, req.Owner)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 )
 
@@ -15,10 +16,10 @@ import (
 type deaf struct {
 	*memlock.Backend
 	gate    chan struct{}
-	applied chan lockx.Result // what the acquisition did, once it did
+	applied chan driver.Result // what the acquisition did, once it did
 }
 
-func (b *deaf) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+func (b *deaf) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
 	<-b.gate
 	res, err := b.Backend.Acquire(context.Background(), req)
 	b.applied <- res
@@ -31,7 +32,7 @@ func (b *deaf) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, er
 // runs out.
 func TestWaitBudgetDeafBackend(t *testing.T) {
 	mem := memlock.New()
-	b := &deaf{Backend: mem, gate: make(chan struct{}), applied: make(chan lockx.Result, 1)}
+	b := &deaf{Backend: mem, gate: make(chan struct{}), applied: make(chan driver.Result, 1)}
 	c := lockx.New(b)
 	defer c.Close()
 	const wait = 200 * time.Millisecond

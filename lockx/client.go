@@ -6,18 +6,27 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // Client hands out locks from one Backend. It owns the backend, the
 // watchdog that renews leases and the in-process bookkeeping for reentrancy;
 // create one per backend and share it. A Client is safe for concurrent use.
 type Client struct {
-	b        Backend
-	lockOps  GrantOps // the plain lock's operations
-	notifier Notifier
-	batch    BatchExtender
-	cfg      config
-	name     string // backend type name, for observed events
+	b       driver.Backend
+	lockOps driver.GrantOps // the plain lock's operations
+	// The backend's optional capabilities, looked up once with driver.As
+	// (nil where it has none), so a wrapper that forwards them is as good
+	// as the backend itself.
+	notifier  driver.Notifier
+	batch     driver.BatchExtender
+	partition driver.ExtendPartitioner
+	loss      driver.LossNotifier
+	manyAcq   driver.ManyAcquirer
+	manyRel   driver.ManyReleaser
+	cfg       config
+	name      string // backend type name, for observed events
 
 	mu      sync.Mutex
 	holds   map[holdKey]*hold
@@ -39,7 +48,7 @@ type holdKey struct {
 
 // New returns a Client over b. Options set the defaults of every call; an
 // invalid option is reported by every call as an *ArgError.
-func New(b Backend, opts ...Option) *Client {
+func New(b driver.Backend, opts ...Option) *Client {
 	c := &Client{
 		b:     b,
 		cfg:   defaultConfig(),
@@ -51,8 +60,13 @@ func New(b Backend, opts ...Option) *Client {
 	}
 	c.cfg.apply(opts)
 	c.lockOps = lockOps(b)
-	c.notifier, _ = b.(Notifier)
-	c.batch, _ = b.(BatchExtender)
+	driver.As(b, &c.notifier)
+	if driver.As(b, &c.batch) {
+		driver.As(b, &c.partition)
+	}
+	driver.As(b, &c.loss)
+	driver.As(b, &c.manyAcq)
+	driver.As(b, &c.manyRel)
 	c.name = backendName(b)
 	c.wd.init(c)
 	c.gates.init()
@@ -62,7 +76,7 @@ func New(b Backend, opts ...Option) *Client {
 
 // Backend returns the backend the client was created with, so patterns can
 // discover its capabilities.
-func (c *Client) Backend() Backend { return c.b }
+func (c *Client) Backend() driver.Backend { return c.b }
 
 // Acquire obtains the lock for key, waiting until it is granted, ctx ends,
 // the wait budget (WithWait) is spent or the client is closed. A refusal
@@ -151,7 +165,7 @@ func (c *Client) validate(key string, cfg *config) error {
 	return nil
 }
 
-func (c *Client) acquire(ctx context.Context, key string, ops *GrantOps, opts []Option, wait bool) (*Lock, error) {
+func (c *Client) acquire(ctx context.Context, key string, ops *driver.GrantOps, opts []Option, wait bool) (*Lock, error) {
 	op := "acquire"
 	if ops != &c.lockOps {
 		op = ops.Kind
@@ -181,7 +195,7 @@ func (c *Client) callConfig(opts []Option) *config {
 	return &own
 }
 
-func (c *Client) acquireCfg(ctx context.Context, key string, ops *GrantOps, op string, cfg *config, wait bool, st *acquireStats) (*Lock, error) {
+func (c *Client) acquireCfg(ctx context.Context, key string, ops *driver.GrantOps, op string, cfg *config, wait bool, st *acquireStats) (*Lock, error) {
 	plain := ops == &c.lockOps
 	if err := c.validate(key, cfg); err != nil {
 		return nil, keyError(op, key, err)
@@ -252,7 +266,7 @@ func (c *Client) acquireCfg(ctx context.Context, key string, ops *GrantOps, op s
 			return nil, keyError(op, key, err)
 		}
 	}
-	req := Request{Key: key, Owner: owner, Lease: cfg.lease, Fair: cfg.fair, Wait: wait, QueueTTL: cfg.queueTTL, Renewed: cfg.watchdog}
+	req := driver.Request{Key: key, Owner: owner, Lease: cfg.lease, Fair: cfg.fair, Wait: wait, QueueTTL: cfg.queueTTL, Renewed: cfg.watchdog}
 	res, start, err := c.obtain(ctx, ops, req, cfg, budget, budgetAt, st)
 	if err != nil {
 		if gate != nil {
@@ -329,7 +343,7 @@ func (c *Client) releasePending(k holdKey) bool {
 
 // register records a granted lock, or merges it into a hold the same owner
 // gained concurrently (the backend's Acquire is idempotent per owner).
-func (c *Client) register(ctx context.Context, ops *GrantOps, k holdKey, explicit bool, req Request, res Result, start time.Time, cfg *config, gate func(), st *acquireStats) (*Lock, error) {
+func (c *Client) register(ctx context.Context, ops *driver.GrantOps, k holdKey, explicit bool, req driver.Request, res driver.Result, start time.Time, cfg *config, gate func(), st *acquireStats) (*Lock, error) {
 	c.mu.Lock()
 	if c.closed { // Close ran while we waited: nobody would renew or release this grant
 		c.mu.Unlock()
@@ -366,8 +380,8 @@ func (c *Client) register(ctx context.Context, ops *GrantOps, k holdKey, explici
 // attach arranges a registered hold's loss notification (a LossNotifier
 // backend's plain lock) and its renewals.
 func (c *Client) attach(h *hold) {
-	if ln, ok := c.b.(LossNotifier); ok && h.plain {
-		stop := ln.NotifyLoss(h.key, h.owner, func() { h.markLost("backend reported the lock lost") })
+	if c.loss != nil && h.plain {
+		stop := c.loss.NotifyLoss(h.key, h.owner, func() { h.markLost("backend reported the lock lost") })
 		h.mu.Lock()
 		if h.finished { // released before the arrangement was made
 			h.mu.Unlock()
@@ -385,7 +399,7 @@ func (c *Client) attach(h *hold) {
 // obtain runs the attempt loop: register for wake-up, try, and wait for a
 // notification, the backoff timer (bounded by the holder's remaining lease)
 // or the end of the wait.
-func (c *Client) obtain(ctx context.Context, ops *GrantOps, req Request, cfg *config, budget <-chan time.Time, budgetAt time.Time, st *acquireStats) (Result, time.Time, error) {
+func (c *Client) obtain(ctx context.Context, ops *driver.GrantOps, req driver.Request, cfg *config, budget <-chan time.Time, budgetAt time.Time, st *acquireStats) (driver.Result, time.Time, error) {
 	bo := newBackoff(cfg.minBackoff, cfg.maxBackoff)
 	var lastErr error
 	var onWait func() // observes the start of a wait, if observed
@@ -433,20 +447,21 @@ func (c *Client) obtain(ctx context.Context, ops *GrantOps, req Request, cfg *co
 		res, err := c.attempt(ctx, ops, req, budgetAt)
 		if err == nil && res.Acquired {
 			unwatch()
-			if !res.Token.valid() {
+			if !res.Token.Valid() {
 				c.abandon(ops, req)
-				return Result{}, start, Unavailable("acquire", fmt.Errorf("backend issued invalid token %d", res.Token))
+				return driver.Result{}, start, driver.Unavailable("acquire", fmt.Errorf("backend issued invalid token %d", res.Token))
 			}
 			return res, start, nil
 		}
-		if err != nil && (errors.Is(err, ErrUpgrade) || errors.Is(err, ErrInvalidArgument) || errors.Is(err, ErrCircuitOpen) || errors.Is(err, ErrClosed)) {
-			// A verdict, not an unknown outcome: no retry. An open circuit
-			// breaker means the attempt never reached the backend; waiting
-			// would only pile callers up behind it. A closed backend never
-			// grants again.
+		if err != nil && (errors.Is(err, driver.ErrUpgrade) || errors.Is(err, ErrInvalidArgument) || errors.Is(err, driver.ErrNoRetry) || errors.Is(err, ErrClosed)) {
+			// A verdict, not an unknown outcome: no retry. ErrNoRetry is a
+			// wrapper's word that asking again now is pointless (an open
+			// circuit breaker: the attempt never reached the backend, and
+			// waiting would only pile callers up behind it). A closed
+			// backend never grants again.
 			unwatch()
 			giveUp(req.Wait)
-			return Result{}, start, err
+			return driver.Result{}, start, err
 		}
 		if err != nil {
 			ambiguous = true
@@ -455,15 +470,15 @@ func (c *Client) obtain(ctx context.Context, ops *GrantOps, req Request, cfg *co
 		if ctx.Err() != nil {
 			unwatch()
 			giveUp(ambiguous)
-			return Result{}, start, joinErr(ErrNotAcquired, context.Cause(ctx), lastErr)
+			return driver.Result{}, start, joinErr(ErrNotAcquired, context.Cause(ctx), lastErr)
 		}
 		if !req.Wait {
 			unwatch()
 			if err != nil {
 				giveUp(ambiguous)
-				return Result{}, start, err
+				return driver.Result{}, start, err
 			}
-			return Result{}, start, ErrNotAcquired
+			return driver.Result{}, start, ErrNotAcquired
 		}
 		if !watching && c.notifier != nil {
 			watching = true
@@ -490,12 +505,12 @@ func (c *Client) obtain(ctx context.Context, ops *GrantOps, req Request, cfg *co
 			t.Stop()
 			unwatch()
 			giveUp(true)
-			return Result{}, start, joinErr(ErrNotAcquired, nil, lastErr)
+			return driver.Result{}, start, joinErr(ErrNotAcquired, nil, lastErr)
 		case <-c.done:
 			t.Stop()
 			unwatch()
 			giveUp(ambiguous)
-			return Result{}, start, joinErr(ErrNotAcquired, ErrClosed, nil)
+			return driver.Result{}, start, joinErr(ErrNotAcquired, ErrClosed, nil)
 		}
 		t.Stop()
 		unwatch()
@@ -505,7 +520,7 @@ func (c *Client) obtain(ctx context.Context, ops *GrantOps, req Request, cfg *co
 // watch registers for req's wake-up. Setting up the registration (a
 // subscription) may take a while when the backend is slow or down; it is
 // bounded by the wait budget as well as by ctx.
-func (c *Client) watch(ctx context.Context, req Request, budgetAt time.Time) (<-chan struct{}, func(), error) {
+func (c *Client) watch(ctx context.Context, req driver.Request, budgetAt time.Time) (<-chan struct{}, func(), error) {
 	type watched struct {
 		wake   <-chan struct{}
 		cancel func()
@@ -528,12 +543,6 @@ func (c *Client) watch(ctx context.Context, req Request, budgetAt time.Time) (<-
 	return w.wake, w.cancel, w.err
 }
 
-// ErrCircuitOpen reports a call that a circuit breaker (package
-// lockx/breaker) refused without reaching the backend, because the backend
-// has been failing. It always comes wrapped in an error matching
-// ErrUnavailable. Acquire gives up at once on it instead of waiting.
-var ErrCircuitOpen = errors.New("lockx: circuit breaker open")
-
 func joinErr(verdict, cause, last error) error {
 	switch {
 	case cause != nil && last != nil:
@@ -545,5 +554,3 @@ func joinErr(verdict, cause, last error) error {
 	}
 	return verdict
 }
-
-func (t Token) valid() bool { return t > 0 && t <= MaxToken }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"go.uber.org/goleak"
 )
@@ -36,12 +37,12 @@ type flaky struct {
 
 var errWire = errors.New("i/o timeout")
 
-func (f *flaky) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+func (f *flaky) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
 	if f.failAcquire.Add(-1) >= 0 {
 		if f.lateAcquire {
 			_, _ = f.Backend.Acquire(ctx, req)
 		}
-		return lockx.Result{}, lockx.Unavailable("acquire", errWire)
+		return driver.Result{}, driver.Unavailable("acquire", errWire)
 	}
 	return f.Backend.Acquire(ctx, req)
 }
@@ -51,7 +52,7 @@ func (f *flaky) Release(ctx context.Context, key string, owner lockx.Owner) erro
 		if f.lateRelease {
 			_ = f.Backend.Release(ctx, key, owner)
 		}
-		return lockx.Unavailable("release", errWire)
+		return driver.Unavailable("release", errWire)
 	}
 	return f.Backend.Release(ctx, key, owner)
 }
@@ -59,13 +60,13 @@ func (f *flaky) Release(ctx context.Context, key string, owner lockx.Owner) erro
 func (f *flaky) Extend(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) error {
 	f.extendCalls.Add(1)
 	if f.failExtend.Load() {
-		return lockx.Unavailable("extend", errWire)
+		return driver.Unavailable("extend", errWire)
 	}
 	return f.Backend.Extend(ctx, key, owner, lease)
 }
 
 // ExtendMany makes flaky a BatchExtender, so the watchdog's batching shows.
-func (f *flaky) ExtendMany(ctx context.Context, reqs []lockx.ExtendRequest) []error {
+func (f *flaky) ExtendMany(ctx context.Context, reqs []driver.ExtendRequest) []error {
 	f.mu.Lock()
 	f.sizes = append(f.sizes, len(reqs))
 	gate := f.gate
@@ -452,7 +453,7 @@ type partitioned struct {
 	bad bool
 }
 
-func (p *partitioned) PartitionExtends(ctx context.Context, reqs []lockx.ExtendRequest) [][]int {
+func (p *partitioned) PartitionExtends(ctx context.Context, reqs []driver.ExtendRequest) [][]int {
 	if p.bad {
 		return [][]int{{0, 0}}
 	}
@@ -473,13 +474,13 @@ func (p *partitioned) PartitionExtends(ctx context.Context, reqs []lockx.ExtendR
 	return groups
 }
 
-func (p *partitioned) ExtendMany(ctx context.Context, reqs []lockx.ExtendRequest) []error {
+func (p *partitioned) ExtendMany(ctx context.Context, reqs []driver.ExtendRequest) []error {
 	for _, r := range reqs {
 		if strings.HasPrefix(r.Key, "slow") {
 			<-ctx.Done()
 			errs := make([]error, len(reqs))
 			for i := range errs {
-				errs[i] = lockx.Unavailable("extend", ctx.Err())
+				errs[i] = driver.Unavailable("extend", ctx.Err())
 			}
 			return errs
 		}

@@ -56,8 +56,11 @@
 //
 // # Backends
 //
-// A backend implements the small Backend interface; optional capabilities
-// (Notifier, BatchExtender, and those the patterns use) are further
-// interfaces discovered by type assertion. Package lockxtest is the
-// conformance suite every backend passes.
+// A backend implements the small driver.Backend interface of package
+// lockx/driver; optional capabilities (driver.Notifier,
+// driver.BatchExtender, and those the patterns use) are further interfaces,
+// found with driver.As so that wrappers such as lockx/breaker keep them.
+// Programs only pass a backend to New; package driver is for the authors of
+// backends, wrappers and patterns. Package lockxtest is the conformance
+// suite every backend passes.
 package lockx

@@ -3,72 +3,44 @@ package lockx
 import (
 	"errors"
 	"fmt"
+
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // Sentinel errors. Test for them with errors.Is: lockx wraps them with the
 // key and, where a context ended, joins them with the context's error so that
 // errors.Is(err, context.DeadlineExceeded) keeps working too.
+//
+// Most are the values of package driver (lockx.ErrNotHeld == driver.ErrNotHeld),
+// so a verdict a backend returns matches them as it is.
 var (
 	// ErrNotAcquired reports that the lock is held by another owner and was
 	// not granted within the call (one try for TryAcquire, the wait budget or
 	// the context for Acquire).
-	ErrNotAcquired = errors.New("lockx: lock not acquired")
+	ErrNotAcquired = driver.ErrNotAcquired
 	// ErrNotHeld reports an Extend, TTL or Release of a lock the caller does
 	// not hold (any more). It never means that another owner's lock was
 	// touched.
-	ErrNotHeld = errors.New("lockx: lock not held")
+	ErrNotHeld = driver.ErrNotHeld
 	// ErrLost reports that a held lock's lease was lost: renewal failed or was
 	// impossible and the lease may have expired on the backend.
-	ErrLost = errors.New("lockx: lock lost")
+	ErrLost = driver.ErrLost
 	// ErrReleased is the cause of a lock context cancelled by Release.
 	ErrReleased = errors.New("lockx: lock released")
 	// ErrUnavailable reports that the backend could not be reached or did not
 	// answer. lockx fails closed: an unavailable backend never grants a lock.
-	ErrUnavailable = errors.New("lockx: backend unavailable")
+	ErrUnavailable = driver.ErrUnavailable
 	// ErrClosed reports use of a Client after Close, or of a backend after
-	// its Close (which a Client's Close calls). Backends return an error
-	// matching it for calls after their Close, and a Client's Acquire gives
-	// up on it at once: a closed backend never grants again.
-	ErrClosed = errors.New("lockx: closed")
+	// its Close (which a Client's Close calls). A Client's Acquire gives up
+	// on it at once: a closed backend never grants again.
+	ErrClosed = driver.ErrClosed
 	// ErrInvalidArgument is matched (errors.Is) by every *ArgError.
-	ErrInvalidArgument = errors.New("lockx: invalid argument")
+	ErrInvalidArgument = driver.ErrInvalidArgument
 )
 
 // ArgError reports a bad argument: an empty or oversized key, a non-positive
 // lease, a nil function. It matches ErrInvalidArgument with errors.Is.
-type ArgError struct {
-	Arg    string // the argument's name, e.g. "key" or "lease"
-	Reason string // what is wrong with it
-}
-
-// Error implements error.
-func (e *ArgError) Error() string {
-	return fmt.Sprintf("lockx: invalid %s: %s", e.Arg, e.Reason)
-}
-
-// Is makes errors.Is(err, ErrInvalidArgument) true for every *ArgError.
-func (e *ArgError) Is(target error) bool { return target == ErrInvalidArgument }
-
-// Unavailable wraps err, a transport or server failure of a backend, so that
-// it matches ErrUnavailable while keeping the cause visible to errors.Is and
-// errors.As. Backends use it for every error that is not a verdict.
-func Unavailable(op string, err error) error {
-	if err == nil || errors.Is(err, ErrUnavailable) {
-		return err
-	}
-	return &unavailableError{op: op, err: err}
-}
-
-type unavailableError struct {
-	op  string
-	err error
-}
-
-func (e *unavailableError) Error() string {
-	return "lockx: backend unavailable: " + e.op + ": " + e.err.Error()
-}
-
-func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.err} }
+type ArgError = driver.ArgError
 
 // keyError annotates err with the lock key it concerns.
 func keyError(op, key string, err error) error {

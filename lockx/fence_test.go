@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 )
 
@@ -43,7 +44,7 @@ func TestCheckFenceArgs(t *testing.T) {
 		{"r", 0, false},
 		{"r", lockx.MaxToken + 1, false},
 	} {
-		err := lockx.CheckFenceArgs(tc.resource, tc.token)
+		err := driver.CheckFenceArgs(tc.resource, tc.token)
 		if (err == nil) != tc.ok {
 			t.Errorf("CheckFenceArgs(%d bytes, %d) = %v, want ok=%v", len(tc.resource), tc.token, err, tc.ok)
 		}
@@ -95,7 +96,7 @@ func TestFenceRejectsHolderThatLostItsLease(t *testing.T) {
 	b := memlock.New()
 	locks := lockx.New(b)
 	defer locks.Close()
-	var store lockx.FenceStore = b
+	var store driver.FenceStore = b
 
 	a, err := locks.Acquire(ctx, "invoice/7", lockx.WithLease(30*time.Millisecond))
 	if err != nil {
@@ -123,7 +124,7 @@ func TestFenceRejectsHolderThatLostItsLease(t *testing.T) {
 
 func ExampleFenceStore() {
 	ctx := context.Background()
-	var store lockx.FenceStore = memlock.NewFenceStore()
+	var store driver.FenceStore = memlock.NewFenceStore()
 
 	fmt.Println(store.Fence(ctx, "account/42", 34)) // B, the current holder
 	fmt.Println(store.Fence(ctx, "account/42", 34)) // B again: equal is fine

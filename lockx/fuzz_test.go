@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 )
 
@@ -58,7 +59,7 @@ func FuzzKey(f *testing.F) {
 		if err := l.Release(ctx); err != nil {
 			t.Fatalf("Release(%q): %v", key, err)
 		}
-		if err := lockx.CheckResultArgs(key, time.Second); err != nil {
+		if err := driver.CheckResultArgs(key, time.Second); err != nil {
 			t.Fatalf("CheckResultArgs(%q) rejects a key the client accepts: %v", key, err)
 		}
 	})
@@ -69,14 +70,14 @@ func FuzzKey(f *testing.F) {
 // corrupt record is an error, never a panic, and whatever decodes
 // re-encodes to a record that decodes to the same outcome.
 func FuzzOutcome(f *testing.F) {
-	good, _ := lockx.Outcome{Fingerprint: []byte("fp"), Value: []byte(`{"id":7}`), Created: time.Unix(1700000000, 5).UTC()}.MarshalBinary()
-	failed, _ := lockx.Outcome{Failed: true, Err: "out of stock", Code: "stock"}.MarshalBinary()
+	good, _ := driver.Outcome{Fingerprint: []byte("fp"), Value: []byte(`{"id":7}`), Created: time.Unix(1700000000, 5).UTC()}.MarshalBinary()
+	failed, _ := driver.Outcome{Failed: true, Err: "out of stock", Code: "stock"}.MarshalBinary()
 	for _, b := range [][]byte{good, failed, nil, []byte("{}"), []byte("null"), []byte(`{"t":"not a time"}`),
 		[]byte(`{"fp":"!!"}`), []byte(`{"f":1}`), []byte(`[`), []byte("\xff")} {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var o lockx.Outcome
+		var o driver.Outcome
 		if err := o.UnmarshalBinary(b); err != nil {
 			if !strings.HasPrefix(err.Error(), "lockx: corrupt stored outcome") {
 				t.Fatalf("untyped decode error %v", err)
@@ -88,7 +89,7 @@ func FuzzOutcome(f *testing.F) {
 			// A decoded time outside what JSON can encode (year > 9999).
 			return
 		}
-		var o2 lockx.Outcome
+		var o2 driver.Outcome
 		if err := o2.UnmarshalBinary(enc); err != nil {
 			t.Fatalf("re-encoded outcome does not decode: %v\n%s", err, enc)
 		}

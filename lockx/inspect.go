@@ -5,39 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
-// LockInfo describes a held lock as its backend sees it. Reentrant handles
-// are client-side bookkeeping, invisible to the backend: one LockInfo is one
-// owner's hold.
-type LockInfo struct {
-	Key   string `json:"key"`
-	Owner Owner  `json:"owner"`
-	Token Token  `json:"token"`
-	// TTL is the lease left; 0 if the backend cannot tell (a PostgreSQL
-	// session lock lives as long as its session).
-	TTL time.Duration `json:"ttl"`
-	// Age is how long the lock has been held, if the backend records the
-	// grant time (memlock, pglock); 0 if unknown (Redis keeps only the
-	// lease). WatchLongHolders then measures it from first sight.
-	Age time.Duration `json:"age"`
-	// Waiters is the number of owners queued for the key (fair waiters),
-	// or -1 if unknown.
-	Waiters int `json:"waiters"`
-}
-
-// Inspector is the optional capability of a Backend that lists its held
-// locks, for operators (cmd/lockx) and for WatchLongHolders. It reads only:
-// it never changes a lock.
-type Inspector interface {
-	// Locks calls fn with every lock held under key prefix ("" for all),
-	// in no particular order, until fn returns false. A lock granted or
-	// freed during the scan may or may not be reported.
-	Locks(ctx context.Context, prefix string, fn func(LockInfo) bool) error
-	// Lock returns the holder of key, or an error matching ErrNotHeld if
-	// nobody holds it.
-	Lock(ctx context.Context, key string) (LockInfo, error)
-}
+// LockInfo describes a held lock as its backend sees it (an Inspector's
+// answer); one LockInfo is one owner's hold.
+type LockInfo = driver.LockInfo
 
 // ErrNoInspector reports a backend without the Inspector capability.
 var ErrNoInspector = errors.New("lockx: backend cannot list locks (no Inspector)")
@@ -53,16 +27,16 @@ var ErrNoInspector = errors.New("lockx: backend cannot list locks (no Inspector)
 // release, the release is refused (owner-checked) and ForceUnlock returns
 // ErrNotHeld: it never evicts a holder it did not report. Without a
 // FenceStore the fence step is skipped; the backend needs an Inspector.
-func ForceUnlock(ctx context.Context, b Backend, key string) (LockInfo, error) {
-	in, ok := b.(Inspector)
-	if !ok {
+func ForceUnlock(ctx context.Context, b driver.Backend, key string) (LockInfo, error) {
+	var in driver.Inspector
+	if !driver.As(b, &in) {
 		return LockInfo{}, keyError("force-unlock", key, ErrNoInspector)
 	}
 	info, err := in.Lock(ctx, key)
 	if err != nil {
 		return LockInfo{}, keyError("force-unlock", key, err)
 	}
-	if fs, ok := b.(FenceStore); ok && info.Token.valid() && info.Token < MaxToken {
+	if fs := (driver.FenceStore)(nil); driver.As(b, &fs) && info.Token.Valid() && info.Token < MaxToken {
 		if err := fs.Fence(ctx, key, info.Token+1); err != nil && !errors.Is(err, ErrStaleToken) {
 			return info, keyError("force-unlock", key, fmt.Errorf("bump fence: %w", err))
 		}
@@ -93,7 +67,7 @@ type LongHolderWatch struct {
 // first scan that saw it, so it is reported up to one Interval late. It
 // returns ctx's error, or the first scan error that is not ErrUnavailable
 // (unavailable backends are retried at the next tick).
-func WatchLongHolders(ctx context.Context, in Inspector, w LongHolderWatch) error {
+func WatchLongHolders(ctx context.Context, in driver.Inspector, w LongHolderWatch) error {
 	if in == nil || w.OnLongHolder == nil || w.Threshold <= 0 {
 		return &ArgError{Arg: "watch", Reason: "need an Inspector, OnLongHolder and a positive Threshold"}
 	}

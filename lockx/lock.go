@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // Lock is a handle on a held lock. Reentrant acquisitions return further
@@ -22,7 +24,7 @@ type Lock struct {
 // points at it.
 type hold struct {
 	c        *Client
-	ops      *GrantOps
+	ops      *driver.GrantOps
 	hk       holdKey // registry key: kind, key, owner
 	plain    bool    // a Client.Acquire lock (not a pattern grant)
 	key      string
@@ -76,14 +78,14 @@ type hold struct {
 	first Lock
 }
 
-func newHold(c *Client, ops *GrantOps, hk holdKey, ctx context.Context, req Request, res Result, start time.Time, cfg *config, gate func()) *hold {
+func newHold(c *Client, ops *driver.GrantOps, hk holdKey, ctx context.Context, req driver.Request, res driver.Result, start time.Time, cfg *config, gate func()) *hold {
 	h := new(hold)
 	h.init(c, ops, hk, ctx, req, res, start, cfg, gate)
 	return h
 }
 
 // init sets up a new hold in place (a set's holds share one allocation).
-func (h *hold) init(c *Client, ops *GrantOps, hk holdKey, ctx context.Context, req Request, res Result, start time.Time, cfg *config, gate func()) {
+func (h *hold) init(c *Client, ops *driver.GrantOps, hk holdKey, ctx context.Context, req driver.Request, res driver.Result, start time.Time, cfg *config, gate func()) {
 	lease := req.Lease
 	if res.TTL > 0 && res.TTL < lease {
 		lease = res.TTL // a fair handoff may carry less than a full lease

@@ -8,62 +8,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // DefaultMaxKeys is the largest number of distinct keys AcquireMany takes in
 // one set unless WithMaxKeys says otherwise.
 const DefaultMaxKeys = 64
-
-// ManyAcquirer is an optional capability: a backend that can attempt a whole
-// set of keys in one round trip (a pipeline, a multi-row statement)
-// implements it, and AcquireMany uses it for its first attempt.
-//
-// AcquireMany tries every request once, all or nothing: either every key is
-// granted to its request's owner (each Result Acquired, with the key's own
-// fencing token and lease, as Backend.Acquire would return it) or none is
-// held by the owners afterwards — a backend that granted some keys before
-// finding one refused releases them before it returns. Results are in the
-// order of reqs; a refused set reports Acquired false on at least one
-// result, with the holder's remaining lease in TTL when known. Requests come
-// sorted by key, without duplicates, all with one owner, and with Wait and
-// Fair false: waiting, fairness and retries stay with the Client, which
-// falls back to taking the keys one by one in sorted order when the set is
-// refused. An error means the outcome is unknown (it must match
-// ErrUnavailable); the Client then releases every key of the set,
-// owner-checked, before it goes on.
-//
-// The Client uses the capability only for sets taken under a fresh owner
-// (no owner in the context, so no member can be a reentrant hold) without
-// Fair or LocalFirst; everything else goes key by key.
-type ManyAcquirer interface {
-	AcquireMany(ctx context.Context, reqs []Request) ([]Result, error)
-}
-
-// ManyReleaser is an optional capability: a backend that can release
-// several keys of one owner in one round trip (per node) implements it, and
-// LockSet.Release gives the set back through it.
-type ManyReleaser interface {
-	// ReleaseMany releases each key from owner, as Backend.Release would,
-	// and returns one error per key, in order: nil, ErrNotHeld, or an error
-	// matching ErrUnavailable when the outcome is unknown (the Client then
-	// retries that key alone with Release).
-	ReleaseMany(ctx context.Context, keys []string, owner Owner) []error
-}
-
-// CheckManyRequests checks what ManyAcquirer.AcquireMany may assume of its
-// requests — one owner, no waiting, no fairness — so that every backend
-// refuses other input with the same *ArgError.
-func CheckManyRequests(reqs []Request) error {
-	for i, r := range reqs {
-		if r.Owner != reqs[0].Owner {
-			return &ArgError{Arg: "requests", Reason: fmt.Sprintf("owner of %q differs from the first request's", r.Key)}
-		}
-		if r.Fair || r.Wait {
-			return &ArgError{Arg: "requests", Reason: fmt.Sprintf("request %d waits or is fair; AcquireMany makes one plain attempt", i)}
-		}
-	}
-	return nil
-}
 
 // WithMaxKeys sets the largest number of distinct keys AcquireMany and
 // TryAcquireMany accept in one set (default DefaultMaxKeys). A non-positive
@@ -167,7 +118,7 @@ func (c *Client) acquireMany(ctx context.Context, keys []string, opts []Option, 
 		ctx = ContextWithOwner(ctx, owner)
 	}
 	var locks []*Lock
-	if ma, ok := c.b.(ManyAcquirer); ok && !explicit && !cfg.fair && !cfg.localFirst {
+	if ma := c.manyAcq; ma != nil && !explicit && !cfg.fair && !cfg.localFirst {
 		locks = c.acquireBatch(ctx, ma, sorted, owner, cfg)
 	}
 	if locks == nil {
@@ -210,16 +161,16 @@ func (c *Client) acquireSequential(ctx context.Context, sorted []string, opts []
 
 // acquireBatch asks a ManyAcquirer for the whole set once. It returns the
 // registered locks, or nil if the set was not granted (nothing is held then).
-func (c *Client) acquireBatch(ctx context.Context, ma ManyAcquirer, sorted []string, owner Owner, cfg *config) []*Lock {
-	reqs := make([]Request, len(sorted))
+func (c *Client) acquireBatch(ctx context.Context, ma driver.ManyAcquirer, sorted []string, owner Owner, cfg *config) []*Lock {
+	reqs := make([]driver.Request, len(sorted))
 	for i, k := range sorted {
-		reqs[i] = Request{Key: k, Owner: owner, Lease: cfg.lease, QueueTTL: cfg.queueTTL}
+		reqs[i] = driver.Request{Key: k, Owner: owner, Lease: cfg.lease, QueueTTL: cfg.queueTTL}
 	}
 	start := time.Now()
 	res, err := ma.AcquireMany(ctx, reqs)
 	granted := err == nil && len(res) == len(reqs)
 	for i := 0; granted && i < len(res); i++ {
-		granted = res[i].Acquired && res[i].Token.valid()
+		granted = res[i].Acquired && res[i].Token.Valid()
 	}
 	if !granted {
 		if err != nil || len(res) != len(reqs) || anyAcquired(res) {
@@ -249,7 +200,7 @@ func (c *Client) acquireBatch(ctx context.Context, ma ManyAcquirer, sorted []str
 // for the set (armGroup). The set's owner was made for it, so no member can
 // re-enter an existing hold. If the Client has closed meanwhile, it frees
 // every key and returns ErrClosed.
-func (c *Client) registerSet(ctx context.Context, reqs []Request, res []Result, start time.Time, cfg *config) ([]*Lock, error) {
+func (c *Client) registerSet(ctx context.Context, reqs []driver.Request, res []driver.Result, start time.Time, cfg *config) ([]*Lock, error) {
 	holds := make([]hold, len(reqs))
 	hs := make([]*hold, len(reqs))
 	locks := make([]*Lock, len(reqs))
@@ -279,7 +230,7 @@ func (c *Client) registerSet(ctx context.Context, reqs []Request, res []Result, 
 	return locks, nil
 }
 
-func anyAcquired(res []Result) bool {
+func anyAcquired(res []driver.Result) bool {
 	for _, r := range res {
 		if r.Acquired {
 			return true
@@ -343,7 +294,7 @@ func releaseAll(ctx context.Context, locks []*Lock) error {
 		return nil
 	}
 	c := locks[0].h.c
-	if mr, ok := c.b.(ManyReleaser); ok && len(locks) > 1 {
+	if mr := c.manyRel; mr != nil && len(locks) > 1 {
 		return releaseMany(rctx, mr, locks)
 	}
 	errs := make([]error, len(locks))
@@ -363,7 +314,7 @@ func releaseAll(ctx context.Context, locks []*Lock) error {
 // the observer hears of each member — but the plain locks the set gives
 // back reach the backend together. The gates are entered in the set's key
 // order, as every other multi-key path takes keys.
-func releaseMany(ctx context.Context, mr ManyReleaser, locks []*Lock) error {
+func releaseMany(ctx context.Context, mr driver.ManyReleaser, locks []*Lock) error {
 	start := time.Now()
 	errs := make([]error, len(locks))
 	finals := make([]bool, len(locks))
@@ -401,7 +352,7 @@ func releaseMany(ctx context.Context, mr ManyReleaser, locks []*Lock) error {
 			if j < len(berrs) {
 				err = berrs[j]
 			} else {
-				err = Unavailable("release", errors.New("release many returned too few results"))
+				err = driver.Unavailable("release", errors.New("release many returned too few results"))
 			}
 			if err == nil || isNotHeld(err) {
 				errs[i] = err

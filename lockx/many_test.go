@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 )
 
@@ -105,14 +106,14 @@ type manyBackend struct {
 	failBatches atomic.Int32 // apply the next n batches, then report a failure
 }
 
-func (m *manyBackend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+func (m *manyBackend) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
 	m.singles.Add(1)
 	return m.flaky.Acquire(ctx, req)
 }
 
-func (m *manyBackend) AcquireMany(ctx context.Context, reqs []lockx.Request) ([]lockx.Result, error) {
+func (m *manyBackend) AcquireMany(ctx context.Context, reqs []driver.Request) ([]driver.Result, error) {
 	m.batches.Add(1)
-	res := make([]lockx.Result, len(reqs))
+	res := make([]driver.Result, len(reqs))
 	for i, r := range reqs {
 		got, err := m.flaky.Backend.Acquire(ctx, r)
 		if err != nil || !got.Acquired {
@@ -125,7 +126,7 @@ func (m *manyBackend) AcquireMany(ctx context.Context, reqs []lockx.Request) ([]
 		res[i] = got
 	}
 	if m.failBatches.Add(-1) >= 0 {
-		return nil, lockx.Unavailable("acquire many", errWire)
+		return nil, driver.Unavailable("acquire many", errWire)
 	}
 	return res, nil
 }
@@ -295,7 +296,7 @@ func (m *manyReleaser) ReleaseMany(ctx context.Context, keys []string, owner loc
 		m.batched.Add(1)
 		errs[i] = m.flaky.Backend.Release(ctx, k, owner)
 		if k == m.lostReply {
-			errs[i] = lockx.Unavailable("release", errWire)
+			errs[i] = driver.Unavailable("release", errWire)
 		}
 	}
 	return errs

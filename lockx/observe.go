@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // Observer receives the events of a Client's locks, for metrics and traces.
@@ -81,7 +83,7 @@ func StatusOf(err error) Status {
 	switch {
 	case err == nil:
 		return StatusOK
-	case errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrUpgrade):
+	case errors.Is(err, ErrInvalidArgument), errors.Is(err, driver.ErrUpgrade):
 		return StatusInvalid
 	case errors.Is(err, ErrClosed):
 		return StatusClosed
@@ -168,7 +170,7 @@ type acquireStats struct {
 }
 
 // backendName is the backend's type name for events, computed once.
-func backendName(b Backend) string {
+func backendName(b driver.Backend) string {
 	if n, ok := b.(interface{ BackendName() string }); ok {
 		return n.BackendName()
 	}
@@ -178,7 +180,7 @@ func backendName(b Backend) string {
 	return fmt.Sprintf("%T", b)
 }
 
-func (c *Client) observeAcquire(ctx context.Context, o Observer, key string, ops *GrantOps, cfg *config, wait bool, start time.Time, st *acquireStats, l *Lock, err error) {
+func (c *Client) observeAcquire(ctx context.Context, o Observer, key string, ops *driver.GrantOps, cfg *config, wait bool, start time.Time, st *acquireStats, l *Lock, err error) {
 	end := time.Now()
 	if ctx == nil {
 		ctx = context.Background()

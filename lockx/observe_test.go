@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 )
 
@@ -149,7 +150,7 @@ func TestStatusOf(t *testing.T) {
 		{nil, lockx.StatusOK},
 		{lockx.ErrNotAcquired, lockx.StatusNotAcquired},
 		{errors.Join(lockx.ErrNotAcquired, context.DeadlineExceeded), lockx.StatusTimeout},
-		{lockx.Unavailable("acquire", errors.New("boom")), lockx.StatusUnavailable},
+		{driver.Unavailable("acquire", errors.New("boom")), lockx.StatusUnavailable},
 		{&lockx.KeyError{Op: "release", Key: "k", Err: lockx.ErrLost}, lockx.StatusLost},
 		{&lockx.ArgError{Arg: "key", Reason: "empty"}, lockx.StatusInvalid},
 	} {

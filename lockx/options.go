@@ -3,6 +3,8 @@ package lockx
 import (
 	"log/slog"
 	"time"
+
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // Defaults. The backoff starts at 50 ms, a few round trips plus a short
@@ -12,7 +14,7 @@ import (
 // is Redisson's watchdog default.
 const (
 	DefaultLease      = 30 * time.Second
-	DefaultMaxKeyLen  = 512
+	DefaultMaxKeyLen  = driver.MaxKeyLen
 	DefaultMinBackoff = 50 * time.Millisecond
 	DefaultMaxBackoff = time.Second
 	DefaultQueueTTL   = 5 * time.Second

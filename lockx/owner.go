@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // Owner identifies a lock holder. Owners made by NewOwner are 128 random bits
 // from crypto/rand in hex, so no other process can guess one and release or
 // extend a lock it does not hold.
-type Owner string
+type Owner = driver.Owner
 
 // NewOwner returns a fresh unguessable owner id (32 hex digits).
 func NewOwner() Owner {

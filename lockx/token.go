@@ -1,24 +1,22 @@
 package lockx
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/lockx-go/lockx/lockx/driver"
+)
 
 // Token is a fencing token: every change of ownership of a key yields a token
 // strictly greater than every token issued earlier for that key. A resource
 // that remembers the highest token it has seen per key and rejects lower ones
 // turns a lock that may be lost (GC pause, partition, failover) into a
-// correctness guarantee.
-//
-// Tokens of one key are comparable; tokens of different keys are not related.
-// The zero Token is never issued.
-type Token uint64
+// correctness guarantee. Tokens of one key are comparable; tokens of
+// different keys are not related. The zero Token is never issued.
+type Token = driver.Token
 
-// MaxToken is the largest token any lockx backend issues. Backends keep tokens
-// below 2^53 so that they survive a round trip through a Lua number or a JSON
-// number unchanged.
-const MaxToken Token = 1<<53 - 1
-
-// String returns the token in decimal.
-func (t Token) String() string { return strconv.FormatUint(uint64(t), 10) }
+// MaxToken is the largest token any lockx backend issues (2^53 − 1, so that
+// a token survives a Lua or JSON number unchanged).
+const MaxToken = driver.MaxToken
 
 // ParseToken parses a decimal token as written by Token.String. It rejects
 // empty input, signs, non-digits, zero and values above MaxToken with an

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // watchdog renews the leases of a client's watchdog-mode locks at lease/3.
@@ -184,8 +186,8 @@ func (w *watchdog) renew(due []*hold) {
 	if len(batch) == 0 {
 		return
 	}
-	part, ok := w.c.batch.(ExtendPartitioner)
-	if !ok {
+	part := w.c.partition
+	if part == nil {
 		w.start(batch, true)
 		return
 	}
@@ -226,11 +228,11 @@ func isPartition(groups [][]int, n int) bool {
 	return count == n
 }
 
-func extendRequests(hs []*hold) []ExtendRequest {
-	reqs := make([]ExtendRequest, len(hs))
+func extendRequests(hs []*hold) []driver.ExtendRequest {
+	reqs := make([]driver.ExtendRequest, len(hs))
 	for i, h := range hs {
 		h.mu.Lock()
-		reqs[i] = ExtendRequest{Key: h.key, Owner: h.owner, Lease: h.lease}
+		reqs[i] = driver.ExtendRequest{Key: h.key, Owner: h.owner, Lease: h.lease}
 		h.mu.Unlock()
 	}
 	return reqs
@@ -287,7 +289,7 @@ func (w *watchdog) renewGroup(due []*hold, batched bool) {
 			if i < len(berrs) {
 				errs[i] = berrs[i]
 			} else {
-				errs[i] = Unavailable("extend", errors.New("batch returned too few results"))
+				errs[i] = driver.Unavailable("extend", errors.New("batch returned too few results"))
 			}
 		}
 	} else {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/middleware"
 	"github.com/lockx-go/lockx/middleware/internal/fencetest"
@@ -27,11 +28,11 @@ func BenchmarkFencing(b *testing.B) {
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	for _, st := range []struct {
 		name  string
-		store func(b *testing.B) lockx.FenceStore
+		store func(b *testing.B) driver.FenceStore
 	}{
 		{"unchecked", nil},
-		{"memlock", func(*testing.B) lockx.FenceStore { return memlock.NewFenceStore() }},
-		{"redis", func(b *testing.B) lockx.FenceStore { return fencetest.RedisBackend(b) }},
+		{"memlock", func(*testing.B) driver.FenceStore { return memlock.NewFenceStore() }},
+		{"redis", func(b *testing.B) driver.FenceStore { return fencetest.RedisBackend(b) }},
 	} {
 		wrap := func(b *testing.B) http.Handler {
 			if st.store == nil {
@@ -118,10 +119,10 @@ func BenchmarkFencingRatio(b *testing.B) {
 	}
 	for _, st := range []struct {
 		name  string
-		store func(b *testing.B) lockx.FenceStore
+		store func(b *testing.B) driver.FenceStore
 	}{
-		{"memlock", func(*testing.B) lockx.FenceStore { return memlock.NewFenceStore() }},
-		{"redis", func(b *testing.B) lockx.FenceStore { return fencetest.RedisBackend(b) }},
+		{"memlock", func(*testing.B) driver.FenceStore { return memlock.NewFenceStore() }},
+		{"redis", func(b *testing.B) driver.FenceStore { return fencetest.RedisBackend(b) }},
 	} {
 		b.Run(st.name, func(b *testing.B) {
 			store := st.store(b)

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // Fence is the resource and token a request was checked under. Fencing puts
@@ -37,11 +38,11 @@ func FenceFromContext(ctx context.Context) (Fence, bool) {
 }
 
 // FenceChecker is the request side of fencing: it finds a request's lock key
-// and token and checks them with a lockx.FenceStore. Fencing and the echomw
+// and token and checks them with a driver.FenceStore. Fencing and the echomw
 // middleware are thin adapters around it; use it directly to fence requests
 // in another framework.
 type FenceChecker struct {
-	store    lockx.FenceStore
+	store    driver.FenceStore
 	methods  map[string]bool
 	key      lookup
 	token    lookup
@@ -52,12 +53,12 @@ type FenceChecker struct {
 // NewFenceChecker returns a checker over store configured by opts
 // (WithMethods, WithKeyLookup, WithTokenLookup, Optional). It reports a nil
 // store or an invalid lookup as an error.
-func NewFenceChecker(store lockx.FenceStore, opts ...Option) (*FenceChecker, error) {
+func NewFenceChecker(store driver.FenceStore, opts ...Option) (*FenceChecker, error) {
 	cfg := newConfig(opts)
 	return newFenceChecker(store, &cfg)
 }
 
-func newFenceChecker(store lockx.FenceStore, cfg *config) (*FenceChecker, error) {
+func newFenceChecker(store driver.FenceStore, cfg *config) (*FenceChecker, error) {
 	if store == nil {
 		return nil, errors.New("lockx/middleware: fencing requires a FenceStore")
 	}
@@ -143,7 +144,7 @@ func (fc *FenceChecker) Check(r *http.Request, param func(string) string) (Fence
 // refuses NUL and invalid UTF-8) and control characters that have no place
 // in a name.
 func checkKey(key string) error {
-	if err := lockx.CheckFenceArgs(key, 1); err != nil {
+	if err := driver.CheckFenceArgs(key, 1); err != nil {
 		return err
 	}
 	if !utf8.ValidString(key) {
@@ -167,7 +168,7 @@ func checkKey(key string) error {
 // than one replica, or its handler writes to storage shared with other
 // writers, pass the token on to the write itself (pglock.FencedExec,
 // redislock.FencedSet) so that the fence and the write are one atomic step.
-func Fencing(store lockx.FenceStore, opts ...Option) func(http.Handler) http.Handler {
+func Fencing(store driver.FenceStore, opts ...Option) func(http.Handler) http.Handler {
 	cfg := newConfig(opts)
 	fc, err := newFenceChecker(store, &cfg)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/middleware"
 )
@@ -108,7 +109,7 @@ func TestFencingAnswers(t *testing.T) {
 
 func TestFencingStoreFailureFailsClosed(t *testing.T) {
 	called := false
-	store := failingStore{lockx.Unavailable("fence", errors.New("connection refused"))}
+	store := failingStore{driver.Unavailable("fence", errors.New("connection refused"))}
 	h := middleware.Fencing(store)(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { called = true }))
 	rec := serve(h, "PUT", "/", hdr("Lock-Key", "r", "Fencing-Token", "3"))
 	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" || called {

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lockx-go/lockx/internal/testenv"
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/patterns/idempotency"
 	"github.com/lockx-go/lockx/patterns/idempotency/idemtest"
@@ -48,7 +48,7 @@ func pgGuards(t *testing.T, n int, opts ...idempotency.Option) []*idempotency.Gu
 		t.Cleanup(pools[i].Close)
 	}
 	// Cleanups run last first: the clients made below close before the pools.
-	return guardsOver(func(i int) lockx.Backend { return pglock.New(pools[i], pglock.WithSchema(schema)) })(t, n, opts...)
+	return guardsOver(func(i int) driver.Backend { return pglock.New(pools[i], pglock.WithSchema(schema)) })(t, n, opts...)
 }
 
 func TestIdempotencyPostgres(t *testing.T) { idemtest.RunHTTP(t, idemServer, pgGuards) }

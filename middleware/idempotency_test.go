@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/lockx/redislock"
 	"github.com/lockx-go/lockx/middleware"
@@ -30,7 +31,7 @@ func idemServer(t *testing.T, guard lockx.Idempotency, app http.Handler) http.Ha
 
 // guardsOver returns n guards, each over its own client of backend(i):
 // n service instances sharing one store.
-func guardsOver(backend func(i int) lockx.Backend) idemtest.NewGuards {
+func guardsOver(backend func(i int) driver.Backend) idemtest.NewGuards {
 	return func(t *testing.T, n int, opts ...idempotency.Option) []*idempotency.Guard {
 		gs := make([]*idempotency.Guard, n)
 		for i := range gs {
@@ -48,21 +49,21 @@ func guardsOver(backend func(i int) lockx.Backend) idemtest.NewGuards {
 
 func memGuards(t *testing.T, n int, opts ...idempotency.Option) []*idempotency.Guard {
 	b := memlock.New()
-	return guardsOver(func(int) lockx.Backend { return b })(t, n, opts...)
+	return guardsOver(func(int) driver.Backend { return b })(t, n, opts...)
 }
 
 func redisGuards(t *testing.T, n int, opts ...idempotency.Option) []*idempotency.Guard {
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
 	t.Cleanup(func() { rdb.Close() })
 	prefix := redislock.WithPrefix("lockxtest:" + strings.ReplaceAll(t.Name(), "/", ":") + ":" + randText() + ":")
-	return guardsOver(func(int) lockx.Backend { return redislock.New(rdb, prefix) })(t, n, opts...)
+	return guardsOver(func(int) driver.Backend { return redislock.New(rdb, prefix) })(t, n, opts...)
 }
 
 func TestIdempotencyMem(t *testing.T)   { idemtest.RunHTTP(t, idemServer, memGuards) }
 func TestIdempotencyRedis(t *testing.T) { idemtest.RunHTTP(t, idemServer, redisGuards) }
 
 func TestIdempotencyStoreUnavailable(t *testing.T) {
-	down := lockx.Unavailable("get", errors.New("connection refused"))
+	down := driver.Unavailable("get", errors.New("connection refused"))
 	h := idemServer(t, idemtest.StaticGuard{Err: down}, http.NotFoundHandler())
 	req := httptest.NewRequest("POST", "/x", nil)
 	req.Header.Set("Idempotency-Key", `"`+randText()+`"`)

@@ -1,18 +1,17 @@
 package middleware_test
 
 import (
+	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/middleware"
+	"github.com/lockx-go/lockx/middleware/internal/fencetest"
 	"io"
 	"net/http"
 	"testing"
-
-	"github.com/lockx-go/lockx/lockx"
-	"github.com/lockx-go/lockx/middleware"
-	"github.com/lockx-go/lockx/middleware/internal/fencetest"
 )
 
 // docsServer is the service owning the documents: writes are fenced, and
 // the handler makes sure the fenced resource is the document it writes.
-func docsServer(store lockx.FenceStore, docs *fencetest.Docs) http.Handler {
+func docsServer(store driver.FenceStore, docs *fencetest.Docs) http.Handler {
 	mux := http.NewServeMux()
 	fencing := middleware.Fencing(store)
 	mux.Handle("PUT /docs/{id}", fencing(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/patterns/cronguard"
 )
 
@@ -26,8 +27,9 @@ type cronRun struct {
 // BackendStore keeps in the backend's result store. The store finds
 // records by walking the job's schedule back from now, so the schedule
 // must be given (--every, as the job's cronguard.Every).
-func (c *cli) cron(ctx context.Context, b lockx.Backend, job string) int {
-	rs, ok := b.(lockx.ResultStore)
+func (c *cli) cron(ctx context.Context, b driver.Backend, job string) int {
+	var rs driver.ResultStore
+	ok := driver.As(b, &rs)
 	if !ok {
 		fmt.Fprintln(c.errOut, "lockx: the backend keeps no result store: no cron records")
 		return exitUnsupported
@@ -82,7 +84,12 @@ func (c *cli) cron(ctx context.Context, b lockx.Backend, job string) int {
 	return exitOK
 }
 
-// noClose keeps the temporary client from closing the CLI's backend.
-type noClose struct{ lockx.Backend }
+// noClose keeps the temporary client from closing the CLI's backend. It
+// changes nothing else, so it is transparent to driver.As (Unwrap): the
+// guard finds the backend's clock and result store through it.
+type noClose struct{ driver.Backend }
 
 func (noClose) Close() error { return nil }
+
+// Unwrap returns the wrapped backend, for driver.As.
+func (n noClose) Unwrap() driver.Backend { return n.Backend }

@@ -5,22 +5,21 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/memlock"
 	"os"
 	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/lockx-go/lockx/lockx"
-	"github.com/lockx-go/lockx/lockx/memlock"
 )
 
 // noFence is a backend that can list and release locks but keeps no
 // fences, as ZooKeeper's: what force-unlock must report truthfully.
 type noFence struct {
-	lockx.Backend
-	lockx.Inspector
+	driver.Backend
+	driver.Inspector
 }
 
 // The claim: on a backend without a fence store, force-unlock said "fence
@@ -31,7 +30,7 @@ func TestForceUnlockTruthful(t *testing.T) {
 	ctx := context.Background()
 	m := memlock.New()
 	defer m.Close()
-	res, err := m.Acquire(ctx, lockx.Request{Key: "jobs/x", Owner: "stuck-owner", Lease: time.Minute})
+	res, err := m.Acquire(ctx, driver.Request{Key: "jobs/x", Owner: "stuck-owner", Lease: time.Minute})
 	if err != nil || !res.Acquired {
 		t.Fatal(res, err)
 	}
@@ -70,7 +69,7 @@ func TestForceUnlockTruthful(t *testing.T) {
 
 	// With a fence store it says so, and the record says fenced.
 	out.Reset()
-	if res, err := m.Acquire(ctx, lockx.Request{Key: "jobs/y", Owner: "stuck-owner", Lease: time.Minute}); err != nil || !res.Acquired {
+	if res, err := m.Acquire(ctx, driver.Request{Key: "jobs/y", Owner: "stuck-owner", Lease: time.Minute}); err != nil || !res.Acquired {
 		t.Fatal(res, err)
 	}
 	if code := c.forceUnlock(ctx, m, "jobs/y"); code != exitOK || !strings.Contains(out.String(), "fence raised") {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/patterns/leader"
 )
 
@@ -22,9 +23,10 @@ type leaderInfo struct {
 // leader shows who leads the election name (patterns/leader), or with
 // --watch follows every change until interrupted (or until --count
 // leaders have been shown; vacancies are shown but not counted).
-func (c *cli) leader(ctx context.Context, b lockx.Backend, name string) int {
-	var nb lockx.Backend = noClose{b}
-	if in, ok := b.(lockx.Inspector); ok {
+func (c *cli) leader(ctx context.Context, b driver.Backend, name string) int {
+	var nb driver.Backend = noClose{b}
+	var in driver.Inspector
+	if driver.As(b, &in) {
 		nb = inspectorNoClose{noClose{b}, in} // Leader reads through the Inspector
 	}
 	locks := lockx.New(nb)
@@ -45,7 +47,7 @@ func (c *cli) leader(ctx context.Context, b lockx.Backend, name string) int {
 		}
 		return c.printLeader(name, info)
 	}
-	if _, ok := b.(lockx.Inspector); !ok {
+	if !driver.As(b, new(driver.Inspector)) {
 		return c.fail(lockx.ErrNoInspector)
 	}
 	changes, err := e.Observe(ctx)
@@ -86,5 +88,5 @@ func (c *cli) printLeader(name string, info leader.Info) int {
 // inspectorNoClose is noClose keeping the backend's Inspector.
 type inspectorNoClose struct {
 	noClose
-	lockx.Inspector
+	driver.Inspector
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/internal/wallclock"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/lockx/redislock"
 	"github.com/lockx-go/lockx/patterns/cronguard"
@@ -89,9 +90,9 @@ func golden(t *testing.T, name, got string) {
 }
 
 // grant takes key for owner(n) for an hour through b and names its token.
-func grant(t *testing.T, b lockx.Backend, key string, n int, tokens map[lockx.Token]string) lockx.Token {
+func grant(t *testing.T, b driver.Backend, key string, n int, tokens map[lockx.Token]string) lockx.Token {
 	t.Helper()
-	res, err := b.Acquire(context.Background(), lockx.Request{Key: key, Owner: owner(n), Lease: time.Hour})
+	res, err := b.Acquire(context.Background(), driver.Request{Key: key, Owner: owner(n), Lease: time.Hour})
 	if err != nil || !res.Acquired {
 		t.Fatalf("grant %s: %+v %v", key, res, err)
 	}
@@ -117,7 +118,7 @@ func TestRedis(t *testing.T) {
 	grant(t, b, "jobs/reindex", 2, tokens)
 	grant(t, b, "orders/42", 3, tokens)
 	// A fair waiter on jobs/reindex.
-	if _, err := b.Acquire(context.Background(), lockx.Request{Key: "jobs/reindex", Owner: owner(9), Lease: time.Second, Fair: true, Wait: true, QueueTTL: time.Hour}); err != nil {
+	if _, err := b.Acquire(context.Background(), driver.Request{Key: "jobs/reindex", Owner: owner(9), Lease: time.Second, Fair: true, Wait: true, QueueTTL: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	base := []string{"--redis", "redis://" + addr + "/0", "--prefix", prefix}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/wallclock"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/lockx/redislock"
 	"github.com/lockx-go/lockx/lockx/zklock"
@@ -248,7 +249,7 @@ func btoi(b bool) int {
 }
 
 // connect opens the backend; closeFn closes it and its client.
-func (c *cli) connect(ctx context.Context) (lockx.Backend, func(), error) {
+func (c *cli) connect(ctx context.Context) (driver.Backend, func(), error) {
 	if z := c.opts.zookeeper; z != "" {
 		dctx, cancel := context.WithTimeout(ctx, c.opts.timeout)
 		defer cancel()
@@ -294,15 +295,16 @@ func (c *cli) fail(err error) int {
 	return exitFailed
 }
 
-func (c *cli) inspector(b lockx.Backend) (lockx.Inspector, int) {
-	in, ok := b.(lockx.Inspector)
+func (c *cli) inspector(b driver.Backend) (driver.Inspector, int) {
+	var in driver.Inspector
+	ok := driver.As(b, &in)
 	if !ok {
 		return nil, c.fail(lockx.ErrNoInspector)
 	}
 	return in, exitOK
 }
 
-func (c *cli) list(ctx context.Context, in lockx.Inspector, prefix string) ([]lockx.LockInfo, error) {
+func (c *cli) list(ctx context.Context, in driver.Inspector, prefix string) ([]lockx.LockInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.timeout)
 	defer cancel()
 	var out []lockx.LockInfo
@@ -311,7 +313,7 @@ func (c *cli) list(ctx context.Context, in lockx.Inspector, prefix string) ([]lo
 	return out, err
 }
 
-func (c *cli) ls(ctx context.Context, b lockx.Backend, prefix string) int {
+func (c *cli) ls(ctx context.Context, b driver.Backend, prefix string) int {
 	in, code := c.inspector(b)
 	if in == nil {
 		return code
@@ -327,7 +329,7 @@ func (c *cli) ls(ctx context.Context, b lockx.Backend, prefix string) int {
 	return exitOK
 }
 
-func (c *cli) inspect(ctx context.Context, b lockx.Backend, key string) int {
+func (c *cli) inspect(ctx context.Context, b driver.Backend, key string) int {
 	in, code := c.inspector(b)
 	if in == nil {
 		return code
@@ -345,7 +347,7 @@ func (c *cli) inspect(ctx context.Context, b lockx.Backend, key string) int {
 	return exitOK
 }
 
-func (c *cli) watch(ctx context.Context, b lockx.Backend, prefix string) int {
+func (c *cli) watch(ctx context.Context, b driver.Backend, prefix string) int {
 	in, code := c.inspector(b)
 	if in == nil {
 		return code
@@ -456,7 +458,7 @@ func openAudit(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 }
 
-func (c *cli) forceUnlock(ctx context.Context, b lockx.Backend, key string) int {
+func (c *cli) forceUnlock(ctx context.Context, b driver.Backend, key string) int {
 	if strings.TrimSpace(c.opts.reason) == "" {
 		fmt.Fprintln(c.errOut, "lockx: force-unlock needs --reason (why the holder is evicted; it goes into the audit record)")
 		fmt.Fprintln(c.errOut, helpHint)
@@ -505,13 +507,14 @@ func (c *cli) forceUnlock(ctx context.Context, b lockx.Backend, key string) int 
 	rec.By = rec.OSUser + "@" + rec.Host
 	// ForceUnlock raises the fence exactly when the backend keeps fences
 	// and the token can be raised (lockx/inspect.go).
-	if _, ok := b.(lockx.FenceStore); ok && evicted.Token > 0 && evicted.Token < lockx.MaxToken {
+	if driver.As(b, new(driver.FenceStore)) && evicted.Token > 0 && evicted.Token < lockx.MaxToken {
 		rec.Fenced, rec.FencedTo = true, uint64(evicted.Token)+1
 	}
-	if rs, ok := b.(lockx.ResultStore); ok {
+	var rs driver.ResultStore
+	if driver.As(b, &rs) {
 		akey := fmt.Sprintf("lockx-audit/force-unlock/%s/%d", key, rec.At.UnixNano())
 		val, _ := json.Marshal(rec)
-		if _, _, err := rs.SaveResult(cctx, akey, lockx.Outcome{Value: val, Created: rec.At}, 90*24*time.Hour); err != nil {
+		if _, _, err := rs.SaveResult(cctx, akey, driver.Outcome{Value: val, Created: rec.At}, 90*24*time.Hour); err != nil {
 			fmt.Fprintln(c.errOut, "lockx: warning: copy of the audit record not stored in the backend:", err)
 		} else {
 			rec.Audit = akey

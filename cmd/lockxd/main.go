@@ -29,6 +29,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/lockxd"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/lockx/redislock"
@@ -199,7 +200,7 @@ func envOr(getenv func(string) string, k, def string) string {
 }
 
 // connect opens the backend as cmd/lockx does (same flags and env).
-func connect(ctx context.Context, o options) (lockx.Backend, backendAt, func(), error) {
+func connect(ctx context.Context, o options) (driver.Backend, backendAt, func(), error) {
 	switch {
 	case o.memory:
 		b := memlock.New()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/lockx/redislock"
 )
@@ -24,10 +25,10 @@ import (
 func BenchmarkAcquireRelease(b *testing.B) {
 	for _, bc := range []struct {
 		name string
-		new  func(b *testing.B) lockx.Backend
+		new  func(b *testing.B) driver.Backend
 	}{
-		{"memlock", func(b *testing.B) lockx.Backend { return memlock.New() }},
-		{"redis", func(b *testing.B) lockx.Backend {
+		{"memlock", func(b *testing.B) driver.Backend { return memlock.New() }},
+		{"redis", func(b *testing.B) driver.Backend {
 			rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(b)})
 			be := redislock.New(rdb, redislock.WithPrefix(fmt.Sprintf("lockxd-bench:%d:", time.Now().UnixNano())))
 			b.Cleanup(func() { _ = be.Close(); _ = rdb.Close() })
@@ -39,7 +40,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			ctx := context.Background()
 			for b.Loop() {
 				o := lockx.NewOwner()
-				res, err := be.Acquire(ctx, lockx.Request{Key: "k", Owner: o, Lease: 10 * time.Second})
+				res, err := be.Acquire(ctx, driver.Request{Key: "k", Owner: o, Lease: 10 * time.Second})
 				if err != nil || !res.Acquired {
 					b.Fatal(err)
 				}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/lockxd/wire"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // request is the body of the hold endpoints.
@@ -96,16 +97,16 @@ func (s *Server) validate(k kind, op string, req *request) *httpError {
 	return nil
 }
 
-func mode(m string) lockx.RWMode {
+func mode(m string) driver.RWMode {
 	if m == "read" {
-		return lockx.ModeRead
+		return driver.ModeRead
 	}
-	return lockx.ModeWrite
+	return driver.ModeWrite
 }
 
 // ops are the backend operations of one kind of hold.
 type ops struct {
-	acquire func(ctx context.Context, br lockx.Request) (lockx.Result, error)
+	acquire func(ctx context.Context, br driver.Request) (driver.Result, error)
 	extend  func(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) error
 	release func(ctx context.Context, key string, owner lockx.Owner) error
 }
@@ -115,27 +116,29 @@ type ops struct {
 func (s *Server) ops(k kind, req *request) (ops, *httpError) {
 	switch k {
 	case kindRW:
-		rb, ok := s.b.(lockx.RWBackend)
+		var rb driver.RWBackend
+		ok := driver.As(s.b, &rb)
 		if !ok {
 			return ops{}, unsupported("rwlocks")
 		}
 		m := mode(req.Mode)
 		return ops{
-			acquire: func(ctx context.Context, br lockx.Request) (lockx.Result, error) { return rb.AcquireRW(ctx, m, br) },
+			acquire: func(ctx context.Context, br driver.Request) (driver.Result, error) { return rb.AcquireRW(ctx, m, br) },
 			extend: func(ctx context.Context, key string, o lockx.Owner, lease time.Duration) error {
 				return rb.ExtendRW(ctx, m, key, o, lease)
 			},
 			release: func(ctx context.Context, key string, o lockx.Owner) error { return rb.ReleaseRW(ctx, m, key, o) },
 		}, nil
 	case kindSem:
-		sb, ok := s.b.(lockx.SemaphoreBackend)
+		var sb driver.SemaphoreBackend
+		ok := driver.As(s.b, &sb)
 		if !ok {
 			return ops{}, unsupported("semaphores")
 		}
 		limit, count := req.Limit, req.Count
 		return ops{
-			acquire: func(ctx context.Context, br lockx.Request) (lockx.Result, error) {
-				return sb.AcquirePermits(ctx, lockx.PermitRequest{Request: br, Limit: limit, Count: count})
+			acquire: func(ctx context.Context, br driver.Request) (driver.Result, error) {
+				return sb.AcquirePermits(ctx, driver.PermitRequest{Request: br, Limit: limit, Count: count})
 			},
 			extend:  sb.ExtendPermits,
 			release: sb.ReleasePermits,
@@ -174,7 +177,7 @@ func (s *Server) acquire(k kind, wait bool) handler {
 		defer func() { t.settle(id, granted, expiry) }()
 
 		longPoll := wait && req.WaitMS > 0
-		br := lockx.Request{Key: key, Owner: owner, Lease: lease, Fair: req.Fair, Wait: longPoll || req.Queue,
+		br := driver.Request{Key: key, Owner: owner, Lease: lease, Fair: req.Fair, Wait: longPoll || req.Queue,
 			QueueTTL: time.Duration(req.QueueTTLMS) * time.Millisecond, Renewed: req.Renewed}
 		start := time.Now()
 		res, err := o.acquire(ctx, br)
@@ -216,10 +219,11 @@ func (s *Server) acquire(k kind, wait bool) handler {
 // (or the client goes away, or the server shuts down). With a Notifier
 // backend it sleeps until the key's release wakes it; otherwise it polls
 // with backoff bounded by the holder's TTL.
-func (s *Server) longPoll(ctx context.Context, br lockx.Request, res lockx.Result, wait time.Duration, attempt func(context.Context, lockx.Request) (lockx.Result, error)) (lockx.Result, error) {
+func (s *Server) longPoll(ctx context.Context, br driver.Request, res driver.Result, wait time.Duration, attempt func(context.Context, driver.Request) (driver.Result, error)) (driver.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	n, _ := s.b.(lockx.Notifier)
+	var n driver.Notifier
+	driver.As(s.b, &n)
 	backoff := 5 * time.Millisecond
 	for {
 		lastTTL := res.TTL
@@ -237,7 +241,7 @@ func (s *Server) longPoll(ctx context.Context, br lockx.Request, res lockx.Resul
 		if err != nil || res.Acquired {
 			stop()
 			if err != nil && ctx.Err() != nil {
-				return lockx.Result{TTL: lastTTL}, nil // wait elapsed: not acquired
+				return driver.Result{TTL: lastTTL}, nil // wait elapsed: not acquired
 			}
 			return res, err
 		}
@@ -263,7 +267,7 @@ func (s *Server) longPoll(ctx context.Context, br lockx.Request, res lockx.Resul
 		timer.Stop()
 		stop()
 		if ctx.Err() != nil || s.isClosing() {
-			return lockx.Result{TTL: res.TTL}, nil
+			return driver.Result{TTL: res.TTL}, nil
 		}
 	}
 }
@@ -346,7 +350,7 @@ func (s *Server) extendMany(ctx context.Context, t *tenant, r *http.Request) (an
 	if len(b.Locks) == 0 || len(b.Locks) > wire.MaxBatch {
 		return nil, badRequest("locks must hold 1 to %d renewals", wire.MaxBatch)
 	}
-	reqs := make([]lockx.ExtendRequest, len(b.Locks))
+	reqs := make([]driver.ExtendRequest, len(b.Locks))
 	for i, it := range b.Locks {
 		if err := checkKey("key", it.Key, maxKeyLen); err != nil {
 			return nil, badRequest("locks[%d]: %v", i, err)
@@ -358,11 +362,12 @@ func (s *Server) extendMany(ctx context.Context, t *tenant, r *http.Request) (an
 			herr.detail = fmt.Sprintf("locks[%d]: %s", i, herr.detail)
 			return nil, herr
 		}
-		reqs[i] = lockx.ExtendRequest{Key: ns(t) + it.Key, Owner: holder(t, it.Owner), Lease: time.Duration(it.LeaseMS) * time.Millisecond}
+		reqs[i] = driver.ExtendRequest{Key: ns(t) + it.Key, Owner: holder(t, it.Owner), Lease: time.Duration(it.LeaseMS) * time.Millisecond}
 	}
 	start := time.Now()
 	var errs []error
-	if be, ok := s.b.(lockx.BatchExtender); ok {
+	var be driver.BatchExtender
+	if driver.As(s.b, &be) {
 		errs = be.ExtendMany(ctx, reqs)
 	} else {
 		errs = make([]error, len(reqs))
@@ -376,7 +381,7 @@ func (s *Server) extendMany(ctx context.Context, t *tenant, r *http.Request) (an
 		if i < len(errs) {
 			err = errs[i]
 		} else {
-			err = lockx.Unavailable("extend", errors.New("batch returned too few results"))
+			err = driver.Unavailable("extend", errors.New("batch returned too few results"))
 		}
 		id := holdID(kindLock, q.Key, q.Owner, "")
 		if err == nil {
@@ -396,7 +401,8 @@ func (s *Server) extendMany(ctx context.Context, t *tenant, r *http.Request) (an
 // fence checks a fencing token for a resource of the tenant with the
 // backend's FenceStore.
 func (s *Server) fence(ctx context.Context, t *tenant, r *http.Request) (any, *httpError) {
-	fs, ok := s.b.(lockx.FenceStore)
+	var fs driver.FenceStore
+	ok := driver.As(s.b, &fs)
 	if !ok {
 		return nil, unsupported("fencing checks")
 	}

@@ -10,10 +10,12 @@ import (
 
 	"github.com/lockx-go/lockx/internal/lockxd/wire"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 func (s *Server) inspect(ctx context.Context, t *tenant, r *http.Request) (any, *httpError) {
-	in, ok := s.b.(lockx.Inspector)
+	var in driver.Inspector
+	ok := driver.As(s.b, &in)
 	if !ok {
 		return nil, unsupported("listing locks")
 	}
@@ -52,7 +54,8 @@ func view(ns string, li lockx.LockInfo) wire.LockView {
 }
 
 func (s *Server) usage(ctx context.Context, t *tenant, r *http.Request) (any, *httpError) {
-	sb, ok := s.b.(lockx.SemaphoreBackend)
+	var sb driver.SemaphoreBackend
+	ok := driver.As(s.b, &sb)
 	if !ok {
 		return nil, unsupported("semaphores")
 	}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/internal/lockxd/wire"
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // acquireMany serves POST /v1/locks/acquire-many: one all-or-nothing
@@ -29,7 +29,7 @@ func (s *Server) acquireMany(ctx context.Context, t *tenant, r *http.Request) (a
 		return nil, herr
 	}
 	owner, lease := holder(t, m.Owner), time.Duration(m.LeaseMS)*time.Millisecond
-	reqs := make([]lockx.Request, len(m.Keys))
+	reqs := make([]driver.Request, len(m.Keys))
 	for i, k := range m.Keys {
 		if err := checkKey("key", k, maxKeyLen); err != nil {
 			return nil, badRequest("keys[%d]: %v", i, err)
@@ -37,7 +37,7 @@ func (s *Server) acquireMany(ctx context.Context, t *tenant, r *http.Request) (a
 		if i > 0 && k <= m.Keys[i-1] {
 			return nil, badRequest("keys must be sorted and distinct")
 		}
-		reqs[i] = lockx.Request{Key: ns(t) + k, Owner: owner, Lease: lease}
+		reqs[i] = driver.Request{Key: ns(t) + k, Owner: owner, Lease: lease}
 	}
 	ids := make([]string, len(reqs))
 	now := time.Now()
@@ -61,7 +61,7 @@ func (s *Server) acquireMany(ctx context.Context, t *tenant, r *http.Request) (a
 		return nil, backendError(err)
 	}
 	if len(res) != len(reqs) {
-		return nil, backendError(lockx.Unavailable("acquire many", fmt.Errorf("backend returned %d results for %d keys", len(res), len(reqs))))
+		return nil, backendError(driver.Unavailable("acquire many", fmt.Errorf("backend returned %d results for %d keys", len(res), len(reqs))))
 	}
 	granted = true
 	out := make([]wire.Grant, len(res))
@@ -81,11 +81,12 @@ func (s *Server) acquireMany(ctx context.Context, t *tenant, r *http.Request) (a
 // attemptMany makes the set's one attempt. Without a ManyAcquirer it takes
 // the keys in order and, at the first refusal or error, releases what it
 // took (owner-checked), so a refused set holds nothing.
-func (s *Server) attemptMany(ctx context.Context, reqs []lockx.Request) ([]lockx.Result, error) {
-	if ma, ok := s.b.(lockx.ManyAcquirer); ok {
+func (s *Server) attemptMany(ctx context.Context, reqs []driver.Request) ([]driver.Result, error) {
+	var ma driver.ManyAcquirer
+	if driver.As(s.b, &ma) {
 		return ma.AcquireMany(ctx, reqs)
 	}
-	res := make([]lockx.Result, len(reqs))
+	res := make([]driver.Result, len(reqs))
 	var err error
 	n := 0
 	for ; n < len(reqs); n++ {
@@ -100,7 +101,7 @@ func (s *Server) attemptMany(ctx context.Context, reqs []lockx.Request) ([]lockx
 	defer cancel()
 	for i := range n {
 		_ = s.b.Release(rctx, reqs[i].Key, reqs[i].Owner)
-		res[i] = lockx.Result{}
+		res[i] = driver.Result{}
 	}
 	if err != nil {
 		// The key that failed may have been granted behind the error.

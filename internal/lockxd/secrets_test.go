@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/internal/testenv"
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/zklock"
 )
 
 // withZooKeeper adds ZooKeeper to the backends lockxd serves in these tests.
 func withZooKeeper() []backendCase {
-	return append(backends(), backendCase{"zookeeper", func(t *testing.T) lockx.Backend {
+	return append(backends(), backendCase{"zookeeper", func(t *testing.T) driver.Backend {
 		z := testenv.SharedZooKeeper(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

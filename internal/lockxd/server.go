@@ -20,6 +20,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/lockxd/wire"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 //go:embed openapi.yaml
@@ -59,7 +60,7 @@ type Config struct {
 // of its own: a hold is (key, owner) in the backend, so a restart loses
 // nothing and the client's keep-alives (extend) are what keep it alive.
 type Server struct {
-	b       lockx.Backend
+	b       driver.Backend
 	cfg     Config
 	auth    *authenticator
 	mux     *http.ServeMux
@@ -74,7 +75,7 @@ type Server struct {
 }
 
 // NewServer returns the handler.
-func NewServer(b lockx.Backend, cfg Config) *Server {
+func NewServer(b driver.Backend, cfg Config) *Server {
 	if cfg.MaxLease <= 0 {
 		cfg.MaxLease = 10 * time.Minute
 	}
@@ -335,7 +336,7 @@ func backendError(err error) *httpError {
 		return &httpError{status: http.StatusConflict, code: "stale-token", title: "stale fencing token", detail: fmt.Sprintf("token %d is below %d, already accepted", stale.Token, stale.Seen), seen: stale.Seen}
 	case errors.Is(err, lockx.ErrNotHeld):
 		return &httpError{status: http.StatusNotFound, code: "not-held", title: "not held", detail: "this owner does not hold the key (released, or its lease expired)"}
-	case errors.Is(err, lockx.ErrUpgrade):
+	case errors.Is(err, driver.ErrUpgrade):
 		return &httpError{status: http.StatusConflict, code: "upgrade", title: "upgrade refused", detail: "this owner holds the read side: release it before taking the write side"}
 	case errors.Is(err, lockx.ErrInvalidArgument):
 		return badRequest("%s", strings.TrimPrefix(err.Error(), "lockx: "))

@@ -22,7 +22,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/lockx-go/lockx/internal/testenv"
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/lockx/redislock"
@@ -32,20 +32,20 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 type backendCase struct {
 	name string
-	new  func(t *testing.T) lockx.Backend
+	new  func(t *testing.T) driver.Backend
 }
 
 func backends() []backendCase {
 	return []backendCase{
-		{"memlock", func(t *testing.T) lockx.Backend { return memlock.New() }},
-		{"redis", func(t *testing.T) lockx.Backend {
+		{"memlock", func(t *testing.T) driver.Backend { return memlock.New() }},
+		{"redis", func(t *testing.T) driver.Backend {
 			rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
 			prefix := fmt.Sprintf("lockxd-test:%s:%d:", t.Name(), time.Now().UnixNano())
 			b := redislock.New(rdb, redislock.WithPrefix(prefix))
 			t.Cleanup(func() { _ = b.Close(); _ = rdb.Close() })
 			return b
 		}},
-		{"postgres", func(t *testing.T) lockx.Backend {
+		{"postgres", func(t *testing.T) driver.Backend {
 			pool, err := pgxpool.New(context.Background(), testenv.PostgresURL(t))
 			if err != nil {
 				t.Fatal(err)
@@ -67,7 +67,7 @@ func tenants() []TenantConfig {
 	}
 }
 
-func start(t *testing.T, b lockx.Backend) *httptest.Server {
+func start(t *testing.T, b driver.Backend) *httptest.Server {
 	srv := NewServer(b, Config{Tenants: tenants(), MaxWait: 10 * time.Second})
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
@@ -338,7 +338,7 @@ func testLeaseExpiry(t *testing.T, ts *httptest.Server) {
 }
 
 // State lives in the backend: a new server over it sees the lock.
-func testRestart(t *testing.T, b lockx.Backend) {
+func testRestart(t *testing.T, b driver.Backend) {
 	ts1 := start(t, b)
 	r := call(t, ts1, "key-a", "POST", "/v1/locks/try-acquire", `{"key":"r","lease_ms":30000}`)
 	ts1.Close()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/lockxd/wire"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // watchPing is how often an idle watch stream carries a comment, so that
@@ -53,7 +54,8 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		fail(badRequest("%v", err))
 		return
 	}
-	n, ok := s.b.(lockx.Notifier)
+	var n driver.Notifier
+	ok := driver.As(s.b, &n)
 	if !ok {
 		fail(unsupported("wake-up notifications (poll with try-acquire)"))
 		return

@@ -7,13 +7,13 @@
 //
 // After Failures consecutive backend failures (transport errors, timeouts:
 // errors matching lockx.ErrUnavailable) the breaker opens. While it is open
-// every call is refused at once with an error matching both
-// lockx.ErrUnavailable and lockx.ErrCircuitOpen, and Client.Acquire gives
-// up at once instead of waiting. After OpenTimeout it lets HalfOpenProbes
-// calls through; if they succeed it closes, otherwise it opens again.
+// every call is refused at once with an error matching lockx.ErrUnavailable,
+// ErrCircuitOpen and driver.ErrNoRetry, and Client.Acquire gives up at once
+// instead of waiting. After OpenTimeout it lets HalfOpenProbes calls
+// through; if they succeed it closes, otherwise it opens again.
 //
 // Verdicts are answers, not failures: a refusal, lockx.ErrNotHeld, a stale
-// fencing token, an *lockx.ArgError or lockx.ErrNoResult count as successes
+// fencing token, an *lockx.ArgError or driver.ErrNoResult count as successes
 // of the backend. A call whose own context ended is not counted at all.
 //
 // The breaker fails closed. It never answers for the backend: an open
@@ -22,24 +22,21 @@
 // validity ends — exactly as if the backend were down, because as far as
 // anyone can know it is.
 //
-// Wrap returns a backend with exactly the optional capabilities of the
-// backend it wraps (Notifier, BatchExtender, FenceStore, RWBackend,
-// SemaphoreBackend, ResultStore, Inspector, StockBackend, OrderStore), each
-// going through the same breaker, so patterns find them with the usual type
-// assertions. A BatchExtender comes with lockx.ExtendPartitioner, which
-// asks the wrapped backend's partition when it has one and is one group
-// (as without it) otherwise.
+// A wrapped backend keeps the optional capabilities of the backend it wraps
+// (every capability of package driver), each going through the same
+// breaker: the Breaker answers driver.As with an adapter per capability,
+// so the Client and the patterns find them as on the bare backend. It has
+// no Unwrap, so nothing can reach the wrapped backend around the breaker.
 package breaker
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/sony/gobreaker/v2"
 	"log/slog"
 	"time"
-
-	"github.com/lockx-go/lockx/lockx"
-	"github.com/sony/gobreaker/v2"
 )
 
 // Defaults.
@@ -134,10 +131,10 @@ func OnStateChange(f func(name, from, to string)) Option {
 // otherwise). The breaker is silent by default.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
-// Breaker is the lockx.Backend that Wrap returns, before capabilities are
-// added; reach it from a wrapped backend with Of.
+// Breaker is the driver.Backend that Wrap returns. Its capabilities are
+// found with driver.As (see As); reach it behind other wrappers with Of.
 type Breaker struct {
-	b    lockx.Backend
+	b    driver.Backend
 	cb   *gobreaker.TwoStepCircuitBreaker[struct{}]
 	name string
 	// watchTimeout bounds Watch; see WithWatchTimeout.
@@ -147,9 +144,9 @@ type Breaker struct {
 // errExcluded marks a call whose own context ended: not the backend's fault.
 var errExcluded = errors.New("breaker: caller's context ended")
 
-// Wrap returns b behind a circuit breaker. The result implements the same
-// optional lockx capabilities as b. Close closes b.
-func Wrap(b lockx.Backend, opts ...Option) lockx.Backend {
+// Wrap returns b behind a circuit breaker. driver.As finds on the result
+// every capability of b, gated by the breaker. Close closes b.
+func Wrap(b driver.Backend, opts ...Option) driver.Backend {
 	cfg := config{failures: DefaultFailures, open: DefaultOpenTimeout, probes: DefaultHalfOpenProbes, interval: DefaultInterval, watch: DefaultWatchTimeout}
 	for _, o := range opts {
 		if o != nil {
@@ -167,7 +164,7 @@ func Wrap(b lockx.Backend, opts ...Option) lockx.Backend {
 		Timeout:     cfg.open,
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= cfg.failures },
 		IsSuccessful: func(err error) bool {
-			return err == nil || !errors.Is(err, lockx.ErrUnavailable)
+			return err == nil || !errors.Is(err, driver.ErrUnavailable)
 		},
 		IsExcluded: func(err error) bool { return errors.Is(err, errExcluded) },
 	}
@@ -186,18 +183,16 @@ func Wrap(b lockx.Backend, opts ...Option) lockx.Backend {
 		}
 	}
 	br.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
-	return wrap(br)
+	return br
 }
 
-// Of returns the Breaker behind a backend made by Wrap.
-func Of(b lockx.Backend) (*Breaker, bool) {
-	if w, ok := b.(interface{ breaker() *Breaker }); ok {
-		return w.breaker(), true
-	}
-	return nil, false
+// Of returns the Breaker of a backend made by Wrap, found with driver.As
+// through any wrappers around it.
+func Of(b driver.Backend) (*Breaker, bool) {
+	var br *Breaker
+	ok := driver.As(b, &br)
+	return br, ok
 }
-
-func (br *Breaker) breaker() *Breaker { return br }
 
 // State returns "closed", "half-open" or "open".
 func (br *Breaker) State() string { return br.cb.State().String() }
@@ -205,8 +200,10 @@ func (br *Breaker) State() string { return br.cb.State().String() }
 // Name returns the breaker's name.
 func (br *Breaker) Name() string { return br.name }
 
-// Unwrap returns the wrapped backend.
-func (br *Breaker) Unwrap() lockx.Backend { return br.b }
+// Wrapped returns the wrapped backend. It is not called Unwrap on purpose:
+// driver.As walks Unwrap, and would then find the wrapped backend's
+// capabilities ungated.
+func (br *Breaker) Wrapped() driver.Backend { return br.b }
 
 // BackendName names the wrapped backend in lockx's observed events, so
 // metrics keep their labels whether or not a breaker is in front.
@@ -216,6 +213,12 @@ func (br *Breaker) BackendName() string {
 	}
 	return fmt.Sprintf("%T", br.b)
 }
+
+// ErrCircuitOpen reports a call that the breaker refused without reaching
+// the backend, because the backend has been failing. It always comes in an
+// error that also matches lockx.ErrUnavailable and driver.ErrNoRetry, the
+// latter telling Client.Acquire to give up at once instead of waiting.
+var ErrCircuitOpen = errors.New("breaker: circuit breaker open")
 
 // openError is the refusal of an open (or saturated half-open) breaker.
 type openError struct {
@@ -228,7 +231,7 @@ func (e *openError) Error() string {
 }
 
 func (e *openError) Unwrap() []error {
-	return []error{lockx.ErrUnavailable, lockx.ErrCircuitOpen, e.err}
+	return []error{driver.ErrUnavailable, ErrCircuitOpen, driver.ErrNoRetry, e.err}
 }
 
 // allow asks the breaker for a call; done reports its error.
@@ -256,30 +259,30 @@ func (br *Breaker) call(ctx context.Context, op string, fn func() error) error {
 	return err
 }
 
-// Acquire implements lockx.Backend.
-func (br *Breaker) Acquire(ctx context.Context, req lockx.Request) (res lockx.Result, err error) {
+// Acquire implements driver.Backend.
+func (br *Breaker) Acquire(ctx context.Context, req driver.Request) (res driver.Result, err error) {
 	err = br.call(ctx, "acquire", func() error {
 		res, err = br.b.Acquire(ctx, req)
 		return err
 	})
 	if err != nil {
-		return lockx.Result{}, err
+		return driver.Result{}, err
 	}
 	return res, nil
 }
 
-// Extend implements lockx.Backend.
-func (br *Breaker) Extend(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) error {
+// Extend implements driver.Backend.
+func (br *Breaker) Extend(ctx context.Context, key string, owner driver.Owner, lease time.Duration) error {
 	return br.call(ctx, "extend", func() error { return br.b.Extend(ctx, key, owner, lease) })
 }
 
-// Release implements lockx.Backend.
-func (br *Breaker) Release(ctx context.Context, key string, owner lockx.Owner) error {
+// Release implements driver.Backend.
+func (br *Breaker) Release(ctx context.Context, key string, owner driver.Owner) error {
 	return br.call(ctx, "release", func() error { return br.b.Release(ctx, key, owner) })
 }
 
-// TTL implements lockx.Backend.
-func (br *Breaker) TTL(ctx context.Context, key string, owner lockx.Owner) (d time.Duration, err error) {
+// TTL implements driver.Backend.
+func (br *Breaker) TTL(ctx context.Context, key string, owner driver.Owner) (d time.Duration, err error) {
 	err = br.call(ctx, "ttl", func() error {
 		d, err = br.b.TTL(ctx, key, owner)
 		return err
@@ -287,5 +290,5 @@ func (br *Breaker) TTL(ctx context.Context, key string, owner lockx.Owner) (d ti
 	return d, err
 }
 
-// Close implements lockx.Backend: it closes the wrapped backend.
+// Close implements driver.Backend: it closes the wrapped backend.
 func (br *Breaker) Close() error { return br.b.Close() }

@@ -15,13 +15,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockx-go/lockx/internal/captest"
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/breaker"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/lockxtest"
 	"github.com/lockx-go/lockx/lockx/memlock"
+	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/lockx/redislock"
 	"github.com/lockx-go/lockx/patterns/stock/stocktest"
 )
@@ -31,68 +35,70 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 func TestConformanceMemlock(t *testing.T) {
 	b := memlock.New()
 	w := breaker.Wrap(b)
-	lockxtest.Run(t, func(*testing.T) lockx.Backend { return w })
+	lockxtest.Run(t, func(*testing.T) driver.Backend { return w })
 }
 
 // The stock capability through the breaker (memlock's stock).
 func TestStockConformance(t *testing.T) {
-	stocktest.Run(t, breaker.Wrap(memlock.New()).(lockx.StockBackend))
+	var sb driver.StockBackend
+	if !driver.As(breaker.Wrap(memlock.New()), &sb) {
+		t.Fatal("no StockBackend through the breaker")
+	}
+	stocktest.Run(t, sb)
 }
 
 func TestConformanceRedis(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
 	t.Cleanup(func() { _ = rdb.Close() })
 	prefix := fmt.Sprintf("lockxtest:breaker:%x:", rand.Uint32())
-	lockxtest.Run(t, func(*testing.T) lockx.Backend {
+	lockxtest.Run(t, func(*testing.T) driver.Backend {
 		return breaker.Wrap(redislock.New(rdb, redislock.WithPrefix(prefix)))
 	})
 }
 
-// capabilities lists which optional lockx interfaces b implements.
-func capabilities(b lockx.Backend) []string {
-	var out []string
-	add := func(name string, ok bool) {
-		if ok {
-			out = append(out, name)
+// TestWrappersKeepCapabilities: Wrap of memlock, redislock and pglock
+// keeps every capability of package driver that the backend has.
+func TestWrappersKeepCapabilities(t *testing.T) {
+	captest.Check(t, func(b driver.Backend) driver.Backend { return breaker.Wrap(b) })
+}
+
+// The cases that combos.go lost: pglock's loss notification, and the
+// many-key calls of memlock and redislock.
+func TestLostCapabilitiesKept(t *testing.T) {
+	pool, err := pgxpool.New(context.Background(), testenv.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if !driver.As(breaker.Wrap(pglock.New(pool)), new(driver.LossNotifier)) {
+		t.Error("breaker.Wrap(pglock.New(pool)) is no driver.LossNotifier")
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
+	defer rdb.Close()
+	for _, b := range []driver.Backend{redislock.New(rdb), memlock.New()} {
+		w := breaker.Wrap(b)
+		if !driver.As(w, new(driver.ManyAcquirer)) || !driver.As(w, new(driver.ManyReleaser)) {
+			t.Errorf("breaker.Wrap(%T) is no driver.ManyAcquirer and ManyReleaser", b)
 		}
 	}
-	_, ok := b.(lockx.Notifier)
-	add("Notifier", ok)
-	_, ok = b.(lockx.BatchExtender)
-	add("BatchExtender", ok)
-	_, ok = b.(lockx.FenceStore)
-	add("FenceStore", ok)
-	_, ok = b.(lockx.RWBackend)
-	add("RWBackend", ok)
-	_, ok = b.(lockx.SemaphoreBackend)
-	add("SemaphoreBackend", ok)
-	_, ok = b.(lockx.ResultStore)
-	add("ResultStore", ok)
-	_, ok = b.(lockx.Inspector)
-	add("Inspector", ok)
-	_, ok = b.(lockx.StockBackend)
-	add("StockBackend", ok)
-	_, ok = b.(lockx.OrderStore)
-	add("OrderStore", ok)
-	return out
 }
 
 // bare has no optional capability.
-type bare struct{ lockx.Backend }
+type bare struct{ driver.Backend }
 
 func TestCapabilitiesForwarded(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer rdb.Close()
-	for _, b := range []lockx.Backend{memlock.New(), bare{memlock.New()}, redislock.New(rdb)} {
-		got, want := capabilities(breaker.Wrap(b)), capabilities(b)
+	for _, b := range []driver.Backend{memlock.New(), bare{memlock.New()}, redislock.New(rdb)} {
+		got, want := captest.Of(breaker.Wrap(b)), captest.Of(b)
 		if !slices.Equal(got, want) {
 			t.Errorf("Wrap(%T) has %v, want %v", b, got, want)
 		}
-		if br, ok := breaker.Of(breaker.Wrap(b)); !ok || br.Unwrap() != b || br.State() != "closed" {
+		if br, ok := breaker.Of(breaker.Wrap(b)); !ok || br.Wrapped() != b || br.State() != "closed" {
 			t.Errorf("Of(Wrap(%T)) = %v, %v", b, br, ok)
 		}
 	}
-	if got := capabilities(breaker.Wrap(bare{memlock.New()})); len(got) != 0 {
+	if got := captest.Of(breaker.Wrap(bare{memlock.New()})); len(got) != 0 {
 		t.Errorf("bare backend gained %v", got)
 	}
 }
@@ -104,12 +110,12 @@ type failing struct {
 	calls atomic.Int64
 }
 
-var errDown = lockx.Unavailable("acquire", errors.New("connection refused"))
+var errDown = driver.Unavailable("acquire", errors.New("connection refused"))
 
-func (f *failing) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+func (f *failing) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
 	f.calls.Add(1)
 	if f.down.Load() {
-		return lockx.Result{}, errDown
+		return driver.Result{}, errDown
 	}
 	return f.Backend.Acquire(ctx, req)
 }
@@ -129,6 +135,10 @@ func TestVerdictsDoNotTrip(t *testing.T) {
 		breaker.OnStateChange(func(_, from, to string) { changes = append(changes, from+">"+to) }))
 	c := lockx.New(w)
 	defer c.Close()
+	var fs driver.FenceStore
+	if !driver.As(w, &fs) {
+		t.Fatal("no FenceStore through the breaker")
+	}
 	l, err := c.Acquire(ctx, "k")
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +150,7 @@ func TestVerdictsDoNotTrip(t *testing.T) {
 		if err := w.Release(ctx, "k", lockx.NewOwner()); !errors.Is(err, lockx.ErrNotHeld) {
 			t.Fatalf("Release by a stranger: %v", err)
 		}
-		if err := w.(lockx.FenceStore).Fence(ctx, "k", 1); err != nil && !errors.Is(err, lockx.ErrStaleToken) {
+		if err := fs.Fence(ctx, "k", 1); err != nil && !errors.Is(err, lockx.ErrStaleToken) {
 			t.Fatal(err)
 		}
 	}
@@ -149,7 +159,7 @@ func TestVerdictsDoNotTrip(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	for range 5 {
-		_, _ = w.Acquire(cctx, lockx.Request{Key: "x", Owner: lockx.NewOwner(), Lease: time.Second})
+		_, _ = w.Acquire(cctx, driver.Request{Key: "x", Owner: lockx.NewOwner(), Lease: time.Second})
 	}
 	if br, _ := breaker.Of(w); br.State() != "closed" || len(changes) != 0 {
 		t.Fatalf("state %s, changes %v: verdicts tripped the breaker", br.State(), changes)
@@ -169,7 +179,7 @@ func TestOpenFailsFastAndRecovers(t *testing.T) {
 	// Each refused TryAcquire costs two failures: the attempt and the
 	// release that withdraws a grant its lost reply might have hidden.
 	for range 2 {
-		if _, err := c.TryAcquire(ctx, "k"); !errors.Is(err, lockx.ErrUnavailable) || errors.Is(err, lockx.ErrCircuitOpen) {
+		if _, err := c.TryAcquire(ctx, "k"); !errors.Is(err, lockx.ErrUnavailable) || errors.Is(err, breaker.ErrCircuitOpen) {
 			t.Fatalf("closed breaker, backend down: %v", err)
 		}
 	}
@@ -180,7 +190,7 @@ func TestOpenFailsFastAndRecovers(t *testing.T) {
 	start := time.Now()
 	// Acquire (which would wait) gives up at once on an open breaker.
 	_, err := c.Acquire(ctx, "k", lockx.WithWait(5*time.Second))
-	if !errors.Is(err, lockx.ErrUnavailable) || !errors.Is(err, lockx.ErrCircuitOpen) {
+	if !errors.Is(err, lockx.ErrUnavailable) || !errors.Is(err, breaker.ErrCircuitOpen) {
 		t.Fatalf("open breaker: %v", err)
 	}
 	if d := time.Since(start); d > 50*time.Millisecond {
@@ -351,11 +361,11 @@ func TestRedisOutage(t *testing.T) {
 // halves is a BatchExtender whose renewals fall into two groups.
 type halves struct{ *memlock.Backend }
 
-func (halves) ExtendMany(_ context.Context, reqs []lockx.ExtendRequest) []error {
+func (halves) ExtendMany(_ context.Context, reqs []driver.ExtendRequest) []error {
 	return make([]error, len(reqs))
 }
 
-func (halves) PartitionExtends(_ context.Context, reqs []lockx.ExtendRequest) [][]int {
+func (halves) PartitionExtends(_ context.Context, reqs []driver.ExtendRequest) [][]int {
 	return [][]int{{0}, {1}}
 }
 
@@ -366,16 +376,115 @@ type batchOnly struct{ halves }
 func (batchOnly) PartitionExtends() {}
 
 func TestPartitionForwarded(t *testing.T) {
-	reqs := make([]lockx.ExtendRequest, 2)
-	p, ok := breaker.Wrap(halves{memlock.New()}).(lockx.ExtendPartitioner)
+	reqs := make([]driver.ExtendRequest, 2)
+	var p driver.ExtendPartitioner
+	ok := driver.As(breaker.Wrap(halves{memlock.New()}), &p)
 	if !ok {
 		t.Fatal("Wrap of a BatchExtender is no ExtendPartitioner")
 	}
 	if got := p.PartitionExtends(context.Background(), reqs); !reflect.DeepEqual(got, [][]int{{0}, {1}}) {
 		t.Errorf("partition through the breaker = %v, want the wrapped backend's", got)
 	}
-	p = breaker.Wrap(batchOnly{halves{memlock.New()}}).(lockx.ExtendPartitioner)
-	if got := p.PartitionExtends(context.Background(), reqs); got != nil {
-		t.Errorf("partition of a backend without one = %v, want nil (one group)", got)
+	if driver.As(breaker.Wrap(batchOnly{halves{memlock.New()}}), &p) {
+		t.Error("Wrap of a BatchExtender without a partition is an ExtendPartitioner")
+	}
+}
+
+// TestOpenBreakerGatesEveryCapability: once the breaker is open, a call
+// through any capability's adapter is refused without reaching the backend.
+// memlock would have answered each of them.
+func TestOpenBreakerGatesEveryCapability(t *testing.T) {
+	ctx := context.Background()
+	f := &failing{Backend: memlock.New()}
+	w := breaker.Wrap(f, breaker.WithFailures(1), breaker.WithOpenTimeout(time.Hour))
+	f.down.Store(true)
+	if _, err := w.Acquire(ctx, driver.Request{Key: "k", Owner: lockx.NewOwner(), Lease: time.Second}); err == nil {
+		t.Fatal("the failing backend did not fail")
+	}
+	f.down.Store(false)
+	owner := lockx.NewOwner()
+	req := driver.Request{Key: "k", Owner: owner, Lease: time.Second}
+	calls := map[string]func() error{
+		"Notifier": func() error {
+			var n driver.Notifier
+			driver.As(w, &n)
+			_, _, err := n.Watch(ctx, "k", owner)
+			return err
+		},
+		"BatchExtender": func() error {
+			var x driver.BatchExtender
+			driver.As(w, &x)
+			return x.ExtendMany(ctx, []driver.ExtendRequest{{Key: "k", Owner: owner, Lease: time.Second}})[0]
+		},
+		"ManyAcquirer": func() error {
+			var m driver.ManyAcquirer
+			driver.As(w, &m)
+			_, err := m.AcquireMany(ctx, []driver.Request{req})
+			return err
+		},
+		"ManyReleaser": func() error {
+			var m driver.ManyReleaser
+			driver.As(w, &m)
+			return m.ReleaseMany(ctx, []string{"k"}, owner)[0]
+		},
+		"FenceStore": func() error {
+			var fs driver.FenceStore
+			driver.As(w, &fs)
+			return fs.Fence(ctx, "k", 1)
+		},
+		"RWBackend": func() error {
+			var rb driver.RWBackend
+			driver.As(w, &rb)
+			_, err := rb.AcquireRW(ctx, driver.ModeRead, req)
+			return err
+		},
+		"SemaphoreBackend": func() error {
+			var sb driver.SemaphoreBackend
+			driver.As(w, &sb)
+			_, err := sb.Permits(ctx, "k")
+			return err
+		},
+		"ResultStore": func() error {
+			var rs driver.ResultStore
+			driver.As(w, &rs)
+			_, err := rs.LoadResult(ctx, "k")
+			return err
+		},
+		"Inspector": func() error {
+			var in driver.Inspector
+			driver.As(w, &in)
+			_, err := in.Lock(ctx, "k")
+			return err
+		},
+		"StockBackend": func() error {
+			var sb driver.StockBackend
+			driver.As(w, &sb)
+			_, _, err := sb.InitStock(ctx, "sku", []int64{1})
+			return err
+		},
+		"Clock": func() error {
+			var c driver.Clock
+			driver.As(w, &c)
+			_, err := c.Now(ctx)
+			return err
+		},
+	}
+	// The registrations that do not reach the store: a partition reads
+	// routing state, a loss callback is local. They are not gated.
+	ungated := map[string]bool{"ExtendPartitioner": true, "LossNotifier": true}
+	for _, c := range captest.Capabilities {
+		if !c.Has(w) {
+			continue
+		}
+		call, ok := calls[c.Name]
+		if !ok {
+			if !ungated[c.Name] {
+				t.Errorf("driver.%s: no gated call in this test; add one", c.Name)
+			}
+			continue
+		}
+		if err := call(); !errors.Is(err, breaker.ErrCircuitOpen) || !errors.Is(err, driver.ErrNoRetry) {
+			t.Errorf("driver.%s through an open breaker: %v, want ErrCircuitOpen and ErrNoRetry", c.Name, err)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/breaker"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 )
 
@@ -24,7 +25,9 @@ func Example() {
 
 	err := locks.Do(context.Background(), "invoice:7", func(ctx context.Context) error {
 		l, _ := lockx.LockFromContext(ctx)
-		return b.(lockx.FenceStore).Fence(ctx, "invoice:7", l.Token())
+		var fs driver.FenceStore
+		driver.As(b, &fs)
+		return fs.Fence(ctx, "invoice:7", l.Token())
 	})
 	br, _ := breaker.Of(b)
 	fmt.Println(err, br.State())
@@ -32,14 +35,14 @@ func Example() {
 }
 
 // down is a backend that cannot be reached.
-type down struct{ lockx.Backend }
+type down struct{ driver.Backend }
 
-func (down) Acquire(context.Context, lockx.Request) (lockx.Result, error) {
-	return lockx.Result{}, lockx.Unavailable("acquire", errors.New("connection refused"))
+func (down) Acquire(context.Context, driver.Request) (driver.Result, error) {
+	return driver.Result{}, driver.Unavailable("acquire", errors.New("connection refused"))
 }
 
 func (down) Release(context.Context, string, lockx.Owner) error {
-	return lockx.Unavailable("release", errors.New("connection refused"))
+	return driver.Unavailable("release", errors.New("connection refused"))
 }
 
 // Once open, the breaker refuses at once: Acquire does not wait out its
@@ -50,10 +53,10 @@ func Example_failFast() {
 	ctx := context.Background()
 	// Two failures (the attempt and the release withdrawing it) open it.
 	_, err := locks.TryAcquire(ctx, "k")
-	fmt.Println(errors.Is(err, lockx.ErrUnavailable), errors.Is(err, lockx.ErrCircuitOpen))
+	fmt.Println(errors.Is(err, lockx.ErrUnavailable), errors.Is(err, breaker.ErrCircuitOpen))
 	start := time.Now()
 	_, err = locks.Acquire(ctx, "k", lockx.WithWait(time.Minute))
-	fmt.Println(errors.Is(err, lockx.ErrUnavailable), errors.Is(err, lockx.ErrCircuitOpen), time.Since(start) < time.Second)
+	fmt.Println(errors.Is(err, lockx.ErrUnavailable), errors.Is(err, breaker.ErrCircuitOpen), time.Since(start) < time.Second)
 	// Output:
 	// true false
 	// true true true

@@ -4,18 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/lockx-go/lockx/lockx/driver"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/lockx-go/lockx/lockx"
-	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Backend is a lockx.Backend over an etcd cluster. It is safe for
+// Backend is a driver.Backend over an etcd cluster. It is safe for
 // concurrent use; create one per process (or per lockx.Client) with New.
 type Backend struct {
 	cli *clientv3.Client
@@ -36,14 +35,14 @@ type Backend struct {
 
 // Interface checks.
 var (
-	_ lockx.Backend          = (*Backend)(nil)
-	_ lockx.Notifier         = (*Backend)(nil)
-	_ lockx.BatchExtender    = (*Backend)(nil)
-	_ lockx.LossNotifier     = (*Backend)(nil)
-	_ lockx.FenceStore       = (*Backend)(nil)
-	_ lockx.Inspector        = (*Backend)(nil)
-	_ lockx.RWBackend        = (*Backend)(nil)
-	_ lockx.SemaphoreBackend = (*Backend)(nil)
+	_ driver.Backend          = (*Backend)(nil)
+	_ driver.Notifier         = (*Backend)(nil)
+	_ driver.BatchExtender    = (*Backend)(nil)
+	_ driver.LossNotifier     = (*Backend)(nil)
+	_ driver.FenceStore       = (*Backend)(nil)
+	_ driver.Inspector        = (*Backend)(nil)
+	_ driver.RWBackend        = (*Backend)(nil)
+	_ driver.SemaphoreBackend = (*Backend)(nil)
 )
 
 // New returns a Backend that keeps its locks in the cluster cli talks to.
@@ -57,7 +56,7 @@ func New(cli *clientv3.Client, opts ...Option) *Backend {
 		}
 	}
 	if cli == nil && cfg.err == nil {
-		cfg.err = &lockx.ArgError{Arg: "etcd client", Reason: "nil"}
+		cfg.err = &driver.ArgError{Arg: "etcd client", Reason: "nil"}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Backend{
@@ -291,18 +290,18 @@ func notFound(err error) bool {
 }
 
 func unavailable(op string, err error) error {
-	if errors.Is(err, lockx.ErrUnavailable) {
+	if errors.Is(err, driver.ErrUnavailable) {
 		return err
 	}
-	return lockx.Unavailable(op, err)
+	return driver.Unavailable(op, err)
 }
 
 // token converts a create revision to a fencing token.
-func token(rev int64) (lockx.Token, error) {
-	if rev <= 0 || lockx.Token(rev) > lockx.MaxToken {
+func token(rev int64) (driver.Token, error) {
+	if rev <= 0 || driver.Token(rev) > driver.MaxToken {
 		return 0, fmt.Errorf("etcdlock: revision %d is not a valid fencing token", rev)
 	}
-	return lockx.Token(rev), nil
+	return driver.Token(rev), nil
 }
 
 // timed is an entry record whose expiry timer must stop when the record

@@ -1,20 +1,19 @@
 package etcdlock_test
 
 import (
-	"testing"
-
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/etcdlock"
 	"github.com/lockx-go/lockx/lockx/lockxtest"
+	"testing"
 )
 
 // conformance runs one lockxtest suite on the shared single-node cluster:
 // every Backend of the run shares one prefix and one client.
-func conformance(t *testing.T, run func(*testing.T, func(*testing.T) lockx.Backend)) {
+func conformance(t *testing.T, run func(*testing.T, func(*testing.T) driver.Backend)) {
 	t.Parallel()
 	cli := client(t, single)
 	prefix := etcdlock.WithPrefix(testPrefix())
-	run(t, func(t *testing.T) lockx.Backend { return etcdlock.New(cli, prefix) })
+	run(t, func(t *testing.T) driver.Backend { return etcdlock.New(cli, prefix) })
 }
 
 func TestConformance(t *testing.T)          { conformance(t, lockxtest.Run) }

@@ -2,10 +2,9 @@ package etcdlock
 
 import (
 	"context"
-	"time"
-
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"time"
 )
 
 // policy is what differs between locks, read/write holds and permits: when
@@ -29,7 +28,7 @@ type policy struct {
 	qvalue string
 	// decide says, from a view of the directory, whether the attempt may be
 	// granted now and with what holder value; a non-nil error is a verdict
-	// (lockx.ErrUpgrade).
+	// (driver.ErrUpgrade).
 	decide func(v *view, q *queued) (ok bool, value string, err error)
 	// value is the holder value of a fast grant.
 	value string
@@ -41,9 +40,9 @@ const maxConflicts = 4
 
 // attempt makes one acquisition attempt for r. It is idempotent per entry:
 // a holder's repeat renews the lease and returns the same token.
-func (b *Backend) attempt(ctx context.Context, r ref, req lockx.Request, p policy) (lockx.Result, error) {
+func (b *Backend) attempt(ctx context.Context, r ref, req driver.Request, p policy) (driver.Result, error) {
 	if b.cfg.err != nil {
-		return lockx.Result{}, b.cfg.err
+		return driver.Result{}, b.cfg.err
 	}
 	start := time.Now()
 	if h := b.getHeld(r); h != nil {
@@ -51,8 +50,8 @@ func (b *Backend) attempt(ctx context.Context, r ref, req lockx.Request, p polic
 		if err == nil {
 			return b.granted(h.rev, req.Lease)
 		}
-		if err != lockx.ErrNotHeld {
-			return lockx.Result{}, err
+		if err != driver.ErrNotHeld {
+			return driver.Result{}, err
 		}
 	}
 	dir := b.dir(r.kind, r.key)
@@ -64,7 +63,7 @@ func (b *Backend) attempt(ctx context.Context, r ref, req lockx.Request, p polic
 			b.dropQueued(r, q) // the entry ran out: queue again at the end
 			q = nil
 		} else if err != nil {
-			return lockx.Result{}, unavailable("acquire", err)
+			return driver.Result{}, unavailable("acquire", err)
 		} else {
 			b.refreshed(q, sent, ka.TTL)
 		}
@@ -82,7 +81,7 @@ func (b *Backend) attempt(ctx context.Context, r ref, req lockx.Request, p polic
 				Else(readOp(dir))
 		})
 		if err != nil {
-			return lockx.Result{}, unavailable("acquire", err)
+			return driver.Result{}, unavailable("acquire", err)
 		}
 		if resp.Succeeded {
 			return b.record(ctx, r, resp.Header.Revision, l, refreshErr, p.value, req.Lease, start)
@@ -92,7 +91,7 @@ func (b *Backend) attempt(ctx context.Context, r ref, req lockx.Request, p polic
 	} else {
 		var err error
 		if v, err = b.read(ctx, dir); err != nil {
-			return lockx.Result{}, unavailable("acquire", err)
+			return driver.Result{}, unavailable("acquire", err)
 		}
 	}
 	for try := 0; ; try++ {
@@ -113,7 +112,7 @@ func (b *Backend) attempt(ctx context.Context, r ref, req lockx.Request, p polic
 		}
 		ok, value, err := p.decide(&v, q)
 		if err != nil {
-			return lockx.Result{}, err
+			return driver.Result{}, err
 		}
 		if !ok || try == maxConflicts {
 			break
@@ -133,7 +132,7 @@ func (b *Backend) attempt(ctx context.Context, r ref, req lockx.Request, p polic
 			return b.cli.Txn(ctx).If(cmps...).Then(append(ops, clientv3.OpPut(hkey, value, clientv3.WithLease(id)))...).Else(readOp(dir))
 		})
 		if err != nil {
-			return lockx.Result{}, unavailable("acquire", err)
+			return driver.Result{}, unavailable("acquire", err)
 		}
 		if resp.Succeeded {
 			if q != nil {
@@ -153,13 +152,13 @@ func (b *Backend) attempt(ctx context.Context, r ref, req lockx.Request, p polic
 	if req.Wait && p.queue && q == nil {
 		var err error
 		if q, err = b.enqueue(ctx, r, qkey, p.qvalue, req); err != nil {
-			return lockx.Result{}, err
+			return driver.Result{}, err
 		}
 	}
 	if req.Wait {
 		b.arm(req.Key, req.Owner, watchTarget(dir, &v, q, p, r.name))
 	}
-	return lockx.Result{}, nil
+	return driver.Result{}, nil
 }
 
 func hasQueued(v *view, name string, rev int64) bool {
@@ -171,7 +170,7 @@ func hasQueued(v *view, name string, rev int64) bool {
 	return false
 }
 
-func (b *Backend) queueTTL(req lockx.Request) time.Duration {
+func (b *Backend) queueTTL(req driver.Request) time.Duration {
 	if req.QueueTTL > 0 {
 		return req.QueueTTL
 	}
@@ -180,7 +179,7 @@ func (b *Backend) queueTTL(req lockx.Request) time.Duration {
 
 // enqueue writes r's queue entry on a lease of its own, so a waiter that
 // dies leaves the queue when the lease runs out.
-func (b *Backend) enqueue(ctx context.Context, r ref, qkey, value string, req lockx.Request) (*queued, error) {
+func (b *Backend) enqueue(ctx context.Context, r ref, qkey, value string, req driver.Request) (*queued, error) {
 	qttl := b.queueTTL(req)
 	resp, l, _, err := b.leasedTxn(ctx, qttl, func(id clientv3.LeaseID) clientv3.Txn {
 		return b.cli.Txn(ctx).
@@ -235,7 +234,7 @@ func watchTarget(dir string, v *view, q *queued, p policy, name string) target {
 // the lock's, a holder whose watchdog will renew gets what is left of it
 // (the first renewal moves the entry to a lease of the lock's length);
 // otherwise the entry moves now.
-func (b *Backend) grantHead(ctx context.Context, r ref, q *queued, qkey, value string, req lockx.Request, start time.Time) (lockx.Result, error) {
+func (b *Backend) grantHead(ctx context.Context, r ref, q *queued, qkey, value string, req driver.Request, start time.Time) (driver.Result, error) {
 	b.mu.Lock()
 	l := q.lease
 	b.mu.Unlock()
@@ -248,11 +247,11 @@ func (b *Backend) grantHead(ctx context.Context, r ref, q *queued, qkey, value s
 		} else {
 			nl, err := b.moveLease(ctx, qkey, q.rev, value, req.Lease)
 			if err != nil {
-				if err == lockx.ErrNotHeld {
+				if err == driver.ErrNotHeld {
 					b.dropQueued(r, q)
-					return lockx.Result{}, nil // the entry ran out: refused, queue again
+					return driver.Result{}, nil // the entry ran out: refused, queue again
 				}
-				return lockx.Result{}, err
+				return driver.Result{}, err
 			}
 			b.giveBack(l)
 			h.lease = nl
@@ -267,10 +266,10 @@ func (b *Backend) grantHead(ctx context.Context, r ref, q *queued, qkey, value s
 // record keeps a fresh grant and answers the attempt. A grant whose
 // spare lease could not be renewed cannot promise the lease asked for: it
 // is taken back and the attempt reported as failed.
-func (b *Backend) record(ctx context.Context, r ref, rev int64, l lease, refreshErr error, value string, d time.Duration, start time.Time) (lockx.Result, error) {
+func (b *Backend) record(ctx context.Context, r ref, rev int64, l lease, refreshErr error, value string, d time.Duration, start time.Time) (driver.Result, error) {
 	if refreshErr != nil {
 		b.undo(ctx, b.hkey(r), rev, l)
-		return lockx.Result{}, unavailable("acquire", refreshErr)
+		return driver.Result{}, unavailable("acquire", refreshErr)
 	}
 	b.addHeld(r, &held{key: b.hkey(r), rev: rev, lease: l, value: value, deadline: start.Add(d)})
 	return b.granted(rev, d)
@@ -286,33 +285,33 @@ func (b *Backend) undo(ctx context.Context, key string, rev int64, l lease) {
 	b.revokeLater(l.id)
 }
 
-func (b *Backend) granted(rev int64, d time.Duration) (lockx.Result, error) {
+func (b *Backend) granted(rev int64, d time.Duration) (driver.Result, error) {
 	t, err := token(rev)
 	if err != nil {
-		return lockx.Result{}, unavailable("acquire", err)
+		return driver.Result{}, unavailable("acquire", err)
 	}
-	return lockx.Result{Acquired: true, Token: t, TTL: d}, nil
+	return driver.Result{Acquired: true, Token: t, TTL: d}, nil
 }
 
 // adopt takes over a holder entry that the owner's earlier attempt
 // created but whose reply never arrived.
-func (b *Backend) adopt(ctx context.Context, r ref, key string, e *entry, d time.Duration, start time.Time) (lockx.Result, error) {
+func (b *Backend) adopt(ctx context.Context, r ref, key string, e *entry, d time.Duration, start time.Time) (driver.Result, error) {
 	sent := time.Now()
 	ka, err := b.cli.KeepAliveOnce(ctx, e.lease)
 	if notFound(err) {
-		return lockx.Result{}, nil // it ran out just now: refused, try again
+		return driver.Result{}, nil // it ran out just now: refused, try again
 	}
 	if err != nil {
-		return lockx.Result{}, unavailable("acquire", err)
+		return driver.Result{}, unavailable("acquire", err)
 	}
 	l := lease{id: e.lease, ttl: ka.TTL, until: sent.Add(time.Duration(ka.TTL) * time.Second)}
 	h := &held{key: key, rev: e.rev, lease: l, value: e.value, deadline: start.Add(d)}
 	b.addHeld(r, h)
 	if err := b.renew(ctx, r, h, d, start); err != nil {
-		if err == lockx.ErrNotHeld {
-			return lockx.Result{}, nil
+		if err == driver.ErrNotHeld {
+			return driver.Result{}, nil
 		}
-		return lockx.Result{}, err
+		return driver.Result{}, err
 	}
 	return b.granted(h.rev, d)
 }
@@ -327,14 +326,14 @@ func (b *Backend) renew(ctx context.Context, r ref, h *held, d time.Duration, st
 	if !start.Before(deadline) { // the lease the caller asked for is over
 		b.dropHeld(r, h)
 		b.revokeLater(l.id)
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	if leaseTTL(d) <= l.ttl {
 		sent := time.Now()
 		if _, err := b.cli.KeepAliveOnce(ctx, l.id); err != nil {
 			if notFound(err) {
 				b.dropHeld(r, h)
-				return lockx.ErrNotHeld
+				return driver.ErrNotHeld
 			}
 			return unavailable("extend", err)
 		}
@@ -342,7 +341,7 @@ func (b *Backend) renew(ctx context.Context, r ref, h *held, d time.Duration, st
 	} else {
 		nl, err := b.moveLease(ctx, h.key, h.rev, h.value, d)
 		if err != nil {
-			if err == lockx.ErrNotHeld {
+			if err == driver.ErrNotHeld {
 				b.dropHeld(r, h)
 			}
 			return err
@@ -374,12 +373,12 @@ func (b *Backend) moveLease(ctx context.Context, key string, rev int64, value st
 	}
 	if !resp.Succeeded {
 		b.revokeLater(nl.id)
-		return lease{}, lockx.ErrNotHeld
+		return lease{}, driver.ErrNotHeld
 	}
 	return nl, nil
 }
 
-// extend renews r's hold to d, or returns lockx.ErrNotHeld.
+// extend renews r's hold to d, or returns driver.ErrNotHeld.
 func (b *Backend) extend(ctx context.Context, r ref, d time.Duration) error {
 	if b.cfg.err != nil {
 		return b.cfg.err
@@ -395,11 +394,11 @@ func (b *Backend) extend(ctx context.Context, r ref, d time.Duration) error {
 		return unavailable("extend", err)
 	}
 	if e == nil {
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	ka, err := b.cli.KeepAliveOnce(ctx, e.lease)
 	if notFound(err) {
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	if err != nil {
 		return unavailable("extend", err)
@@ -441,7 +440,7 @@ func (b *Backend) release(ctx context.Context, r ref) error {
 		case err != nil:
 			return err
 		case !ok:
-			return lockx.ErrNotHeld
+			return driver.ErrNotHeld
 		}
 		return nil
 	}
@@ -458,14 +457,14 @@ func (b *Backend) release(ctx context.Context, r ref) error {
 		if qerr != nil {
 			return qerr
 		}
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	_, err = b.cli.Revoke(ctx, e.lease)
 	switch {
 	case err == nil:
 		return nil
 	case notFound(err):
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	default:
 		return unavailable("release", err)
 	}
@@ -520,7 +519,7 @@ func (b *Backend) ttl(ctx context.Context, r ref) (time.Duration, error) {
 		left, id := time.Until(h.deadline), h.lease.id
 		b.mu.Unlock()
 		if left <= 0 {
-			return 0, lockx.ErrNotHeld
+			return 0, driver.ErrNotHeld
 		}
 		resp, err := b.cli.TimeToLive(ctx, id)
 		if err != nil {
@@ -528,7 +527,7 @@ func (b *Backend) ttl(ctx context.Context, r ref) (time.Duration, error) {
 		}
 		if resp.TTL < 0 {
 			b.dropHeld(r, h)
-			return 0, lockx.ErrNotHeld
+			return 0, driver.ErrNotHeld
 		}
 		return left, nil
 	}
@@ -537,7 +536,7 @@ func (b *Backend) ttl(ctx context.Context, r ref) (time.Duration, error) {
 		return 0, unavailable("ttl", err)
 	}
 	if e == nil {
-		return 0, lockx.ErrNotHeld
+		return 0, driver.ErrNotHeld
 	}
 	return b.leaseLeft(ctx, e.lease)
 }
@@ -550,7 +549,7 @@ func (b *Backend) leaseLeft(ctx context.Context, id clientv3.LeaseID) (time.Dura
 		return 0, unavailable("ttl", err)
 	}
 	if resp.TTL < 0 {
-		return 0, lockx.ErrNotHeld
+		return 0, driver.ErrNotHeld
 	}
 	return time.Duration(max(resp.TTL, 1)) * time.Second, nil
 }

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/etcdlock"
 	"github.com/lockx-go/lockx/lockx/etcdlock/etcdtest"
 )
@@ -194,7 +195,7 @@ func TestStaleReleaseRetryKeepsNewerGrant(t *testing.T) {
 	b2 := backend(t, cli, etcdlock.WithPrefix(p))
 	ctx := ctxT(t, 5*time.Second)
 	k, owner := "acct:"+randHex(4), lockx.NewOwner()
-	r1, err := b1.Acquire(ctx, lockx.Request{Key: k, Owner: owner, Lease: 10 * time.Second})
+	r1, err := b1.Acquire(ctx, driver.Request{Key: k, Owner: owner, Lease: 10 * time.Second})
 	if err != nil || !r1.Acquired {
 		t.Fatalf("Acquire: %+v %v", r1, err)
 	}
@@ -203,7 +204,7 @@ func TestStaleReleaseRetryKeepsNewerGrant(t *testing.T) {
 	if _, err := cli.Revoke(ctx, entryLease(t, cli, p, "h", string(owner))); err != nil {
 		t.Fatal(err)
 	}
-	r2, err := b2.Acquire(ctx, lockx.Request{Key: k, Owner: owner, Lease: 10 * time.Second})
+	r2, err := b2.Acquire(ctx, driver.Request{Key: k, Owner: owner, Lease: 10 * time.Second})
 	if err != nil || !r2.Acquired || r2.Token <= r1.Token {
 		t.Fatalf("second grant: %+v %v (first token %v)", r2, err, r1.Token)
 	}
@@ -213,7 +214,7 @@ func TestStaleReleaseRetryKeepsNewerGrant(t *testing.T) {
 	if _, err := b2.TTL(ctx, k, owner); err != nil {
 		t.Fatalf("the newer grant was removed by the stale retry: %v", err)
 	}
-	if r, err := b1.Acquire(ctx, lockx.Request{Key: k, Owner: lockx.NewOwner(), Lease: time.Second}); err != nil || r.Acquired {
+	if r, err := b1.Acquire(ctx, driver.Request{Key: k, Owner: lockx.NewOwner(), Lease: time.Second}); err != nil || r.Acquired {
 		t.Fatalf("another owner acquired the key after the stale retry: %+v %v", r, err)
 	}
 	if err := b2.Release(ctx, k, owner); err != nil {

@@ -3,26 +3,25 @@ package etcdlock
 import (
 	"context"
 	"fmt"
-	"strconv"
-
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"strconv"
 )
 
 // Fence state is one key per resource, <prefix>f/<resource>, holding the
 // highest token accepted as 16 hex digits, so that etcd's byte-wise value
 // comparison orders tokens numerically and the check-and-set is one
-// transaction. It never expires (see lockx.FenceStore).
+// transaction. It never expires (see driver.FenceStore).
 
-func fenceValue(t lockx.Token) string { return fmt.Sprintf("%016x", uint64(t)) }
+func fenceValue(t driver.Token) string { return fmt.Sprintf("%016x", uint64(t)) }
 
 // Fence accepts token for resource if it is at least every token accepted
-// so far, in one transaction (lockx.FenceStore).
-func (b *Backend) Fence(ctx context.Context, resource string, tok lockx.Token) error {
+// so far, in one transaction (driver.FenceStore).
+func (b *Backend) Fence(ctx context.Context, resource string, tok driver.Token) error {
 	if b.cfg.err != nil {
 		return b.cfg.err
 	}
-	if err := lockx.CheckFenceArgs(resource, tok); err != nil {
+	if err := driver.CheckFenceArgs(resource, tok); err != nil {
 		return err
 	}
 	k, val := b.cfg.prefix+"f/"+resource, fenceValue(tok)
@@ -36,10 +35,10 @@ func (b *Backend) Fence(ctx context.Context, resource string, tok lockx.Token) e
 	if !resp.Succeeded { // absent (a value comparison on a missing key fails) or not greater
 		return nil
 	}
-	var seen lockx.Token
+	var seen driver.Token
 	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
 		n, _ := strconv.ParseUint(string(kvs[0].Value), 16, 64)
-		seen = lockx.Token(n)
+		seen = driver.Token(n)
 	}
-	return &lockx.StaleTokenError{Resource: resource, Token: tok, Seen: seen}
+	return &driver.StaleTokenError{Resource: resource, Token: tok, Seen: seen}
 }

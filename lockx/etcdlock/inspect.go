@@ -3,20 +3,19 @@ package etcdlock
 import (
 	"cmp"
 	"context"
+	"github.com/lockx-go/lockx/lockx/driver"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/lockx-go/lockx/lockx"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Locks calls fn with every plain lock held under key prefix
-// (lockx.Inspector). TTL is what etcd reports for the holder's lease, in
+// (driver.Inspector). TTL is what etcd reports for the holder's lease, in
 // whole seconds; Age comes from the grant time the holder wrote (its
 // clock).
-func (b *Backend) Locks(ctx context.Context, prefix string, fn func(lockx.LockInfo) bool) error {
+func (b *Backend) Locks(ctx context.Context, prefix string, fn func(driver.LockInfo) bool) error {
 	if b.cfg.err != nil {
 		return b.cfg.err
 	}
@@ -50,7 +49,7 @@ func (b *Backend) Locks(ctx context.Context, prefix string, fn func(lockx.LockIn
 		v := dirs[key]
 		slices.SortFunc(v.queue, func(a, b entry) int { return cmp.Compare(a.rev, b.rev) })
 		info, err := b.info(ctx, key, v)
-		if err == lockx.ErrNotHeld {
+		if err == driver.ErrNotHeld {
 			continue // nobody holds it, or it expired during the scan
 		}
 		if err != nil {
@@ -65,7 +64,7 @@ func (b *Backend) Locks(ctx context.Context, prefix string, fn func(lockx.LockIn
 
 // info describes the holder of a lock directory read as v: its oldest
 // entry, a holder entry or else the head of the queue.
-func (b *Backend) info(ctx context.Context, key string, v *view) (lockx.LockInfo, error) {
+func (b *Backend) info(ctx context.Context, key string, v *view) (driver.LockInfo, error) {
 	var e entry
 	waiters := len(v.queue)
 	switch {
@@ -75,28 +74,28 @@ func (b *Backend) info(ctx context.Context, key string, v *view) (lockx.LockInfo
 		e = v.queue[0]
 		waiters--
 	default:
-		return lockx.LockInfo{}, lockx.ErrNotHeld
+		return driver.LockInfo{}, driver.ErrNotHeld
 	}
-	info := lockx.LockInfo{Key: key, Owner: lockx.Owner(e.name), Waiters: waiters, Age: age(e.value)}
+	info := driver.LockInfo{Key: key, Owner: driver.Owner(e.name), Waiters: waiters, Age: age(e.value)}
 	var err error
 	if info.Token, err = token(e.rev); err != nil {
-		return lockx.LockInfo{}, unavailable("lock", err)
+		return driver.LockInfo{}, unavailable("lock", err)
 	}
 	if info.TTL, err = b.leaseLeft(ctx, e.lease); err != nil {
-		return lockx.LockInfo{}, err
+		return driver.LockInfo{}, err
 	}
 	return info, nil
 }
 
-// Lock returns the holder of key (lockx.Inspector), or an error matching
-// lockx.ErrNotHeld.
-func (b *Backend) Lock(ctx context.Context, key string) (lockx.LockInfo, error) {
+// Lock returns the holder of key (driver.Inspector), or an error matching
+// driver.ErrNotHeld.
+func (b *Backend) Lock(ctx context.Context, key string) (driver.LockInfo, error) {
 	if b.cfg.err != nil {
-		return lockx.LockInfo{}, b.cfg.err
+		return driver.LockInfo{}, b.cfg.err
 	}
 	v, err := b.read(ctx, b.dir(kindLock, key))
 	if err != nil {
-		return lockx.LockInfo{}, unavailable("lock", err)
+		return driver.LockInfo{}, unavailable("lock", err)
 	}
 	return b.info(ctx, key, &v)
 }

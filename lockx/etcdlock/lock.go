@@ -2,21 +2,20 @@ package etcdlock
 
 import (
 	"context"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/lockx-go/lockx/lockx"
 )
 
-func lockRef(key string, owner lockx.Owner) ref {
+func lockRef(key string, owner driver.Owner) ref {
 	return ref{kind: kindLock, key: key, name: string(owner)}
 }
 
 // lockPolicy: one holder, the oldest entry; waiters queue and hold in
 // turn, fair or not (a plain waiter's entry is withdrawn shortly after it
 // stops waiting, see withdrawLater).
-func lockPolicy(req lockx.Request) policy {
+func lockPolicy(req driver.Request) policy {
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10) // the grant time, for Age
 	return policy{
 		fast: true, headHolds: true, queue: true, ordered: true,
@@ -27,35 +26,35 @@ func lockPolicy(req lockx.Request) policy {
 	}
 }
 
-// Acquire makes one attempt to grant req.Key to req.Owner (lockx.Backend).
+// Acquire makes one attempt to grant req.Key to req.Owner (driver.Backend).
 // The lock is the key <prefix>l<len>:<key>/h/<owner> on a lease of its
 // own; its create revision is the fencing token.
-func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
 	return b.attempt(ctx, lockRef(req.Key, req.Owner), req, lockPolicy(req))
 }
 
-// Extend resets the lease of key held by owner (lockx.Backend).
-func (b *Backend) Extend(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) error {
+// Extend resets the lease of key held by owner (driver.Backend).
+func (b *Backend) Extend(ctx context.Context, key string, owner driver.Owner, lease time.Duration) error {
 	return b.extend(ctx, lockRef(key, owner), lease)
 }
 
 // Release frees key if owner holds it and withdraws owner's queue entry
-// (lockx.Backend).
-func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) error {
+// (driver.Backend).
+func (b *Backend) Release(ctx context.Context, key string, owner driver.Owner) error {
 	return b.release(ctx, lockRef(key, owner))
 }
 
-// TTL returns the lease left on key held by owner (lockx.Backend).
-func (b *Backend) TTL(ctx context.Context, key string, owner lockx.Owner) (time.Duration, error) {
+// TTL returns the lease left on key held by owner (driver.Backend).
+func (b *Backend) TTL(ctx context.Context, key string, owner driver.Owner) (time.Duration, error) {
 	return b.ttl(ctx, lockRef(key, owner))
 }
 
 // maxParallel bounds the renewals of one ExtendMany in flight at once.
 const maxParallel = 32
 
-// ExtendMany renews many leases at once (lockx.BatchExtender): the
+// ExtendMany renews many leases at once (driver.BatchExtender): the
 // keep-alives go out concurrently over the client's one connection.
-func (b *Backend) ExtendMany(ctx context.Context, reqs []lockx.ExtendRequest) []error {
+func (b *Backend) ExtendMany(ctx context.Context, reqs []driver.ExtendRequest) []error {
 	errs := make([]error, len(reqs))
 	sem := make(chan struct{}, maxParallel)
 	var wg sync.WaitGroup

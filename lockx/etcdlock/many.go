@@ -2,12 +2,11 @@ package etcdlock
 
 import (
 	"context"
+	"github.com/lockx-go/lockx/lockx/driver"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/lockx-go/lockx/lockx"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // maxManyKeys bounds the keys of one AcquireMany transaction (etcd refuses
@@ -15,22 +14,22 @@ import (
 // larger sets are refused here and taken one by one by the Client.
 const maxManyKeys = 64
 
-var _ lockx.ManyAcquirer = (*Backend)(nil)
+var _ driver.ManyAcquirer = (*Backend)(nil)
 
 // AcquireMany tries a whole set of plain locks in one transaction
-// (lockx.ManyAcquirer): every key's directory must be empty, and then each
+// (driver.ManyAcquirer): every key's directory must be empty, and then each
 // gets its holder entry on a lease of its own, all with the transaction's
 // revision as token. The leases are taken (spares, else new grants) all at
 // once before it. All or nothing: a refused set writes nothing.
-func (b *Backend) AcquireMany(ctx context.Context, reqs []lockx.Request) ([]lockx.Result, error) {
+func (b *Backend) AcquireMany(ctx context.Context, reqs []driver.Request) ([]driver.Result, error) {
 	if b.cfg.err != nil {
 		return nil, b.cfg.err
 	}
-	res := make([]lockx.Result, len(reqs))
+	res := make([]driver.Result, len(reqs))
 	if len(reqs) == 0 || len(reqs) > maxManyKeys {
 		return res, nil
 	}
-	if err := lockx.CheckManyRequests(reqs); err != nil {
+	if err := driver.CheckManyRequests(reqs); err != nil {
 		return nil, err
 	}
 	start := time.Now()

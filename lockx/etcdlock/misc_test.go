@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/etcdlock"
 )
 
@@ -76,7 +77,7 @@ func TestBadConfig(t *testing.T) {
 		"empty prefix": etcdlock.New(client(t, single), etcdlock.WithPrefix("")),
 		"queue TTL":    etcdlock.New(client(t, single), etcdlock.WithQueueTTL(0)),
 	} {
-		_, err := b.Acquire(ctx, lockx.Request{Key: "k", Owner: lockx.NewOwner(), Lease: time.Second})
+		_, err := b.Acquire(ctx, driver.Request{Key: "k", Owner: lockx.NewOwner(), Lease: time.Second})
 		var ae *lockx.ArgError
 		if !errors.As(err, &ae) {
 			t.Errorf("%s: Acquire = %v, want *ArgError", name, err)

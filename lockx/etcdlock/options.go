@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // DefaultPrefix starts every key the backend writes.
@@ -27,11 +28,11 @@ func defaultConfig() config {
 
 func (c *config) fail(arg, reason string) {
 	if c.err == nil {
-		c.err = &lockx.ArgError{Arg: arg, Reason: reason}
+		c.err = &driver.ArgError{Arg: arg, Reason: reason}
 	}
 }
 
-// positive sets *field to d, or records an *lockx.ArgError if d ≤ 0.
+// positive sets *field to d, or records an *driver.ArgError if d ≤ 0.
 func (c *config) positive(arg string, d time.Duration, field *time.Duration) {
 	if d <= 0 {
 		c.fail(arg, "must be positive")
@@ -44,7 +45,7 @@ func (c *config) positive(arg string, d time.Duration, field *time.Duration) {
 // "lockx/"). Backends that share locks must share the prefix. It must be
 // non-empty; a prefix that is a prefix of another backend's (say "a" and
 // "ab") is allowed but unwise. An invalid prefix is reported as an
-// *lockx.ArgError by every call.
+// *driver.ArgError by every call.
 func WithPrefix(prefix string) Option {
 	return func(c *config) {
 		if prefix == "" || strings.ContainsRune(prefix, 0) {

@@ -2,11 +2,10 @@ package etcdlock
 
 import (
 	"context"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/lockx-go/lockx/lockx"
 )
 
 // Read/write holds are entries <prefix>rw<len>:<key>/h/<m><owner>, m being
@@ -16,17 +15,17 @@ import (
 // reader when no other writer holds it and, if fair, no writer is queued
 // ahead of it.
 
-func rwRef(mode lockx.RWMode, key string, owner lockx.Owner) ref {
+func rwRef(mode driver.RWMode, key string, owner driver.Owner) ref {
 	m := "r"
-	if mode == lockx.ModeWrite {
+	if mode == driver.ModeWrite {
 		m = "w"
 	}
 	return ref{kind: kindRW, key: key, name: m + string(owner)}
 }
 
-func checkMode(mode lockx.RWMode) error {
-	if mode != lockx.ModeRead && mode != lockx.ModeWrite {
-		return &lockx.ArgError{Arg: "mode", Reason: "must be ModeRead or ModeWrite"}
+func checkMode(mode driver.RWMode) error {
+	if mode != driver.ModeRead && mode != driver.ModeWrite {
+		return &driver.ArgError{Arg: "mode", Reason: "must be ModeRead or ModeWrite"}
 	}
 	return nil
 }
@@ -42,15 +41,15 @@ func epoch(e *entry) int64 {
 	return e.rev
 }
 
-func rwPolicy(mode lockx.RWMode, req lockx.Request) policy {
+func rwPolicy(mode driver.RWMode, req driver.Request) policy {
 	owner := string(req.Owner)
-	if mode == lockx.ModeWrite {
+	if mode == driver.ModeWrite {
 		me := "w" + owner
 		return policy{
 			queue: true, ordered: true, qvalue: "w",
 			decide: func(v *view, q *queued) (bool, string, error) {
 				if v.holder("r"+owner) != nil {
-					return false, "", lockx.ErrUpgrade
+					return false, "", driver.ErrUpgrade
 				}
 				if len(v.holders) > 0 {
 					return false, "", nil
@@ -97,14 +96,14 @@ func rwPolicy(mode lockx.RWMode, req lockx.Request) policy {
 	}
 }
 
-// AcquireRW makes one attempt to grant mode on req.Key (lockx.RWBackend).
-func (b *Backend) AcquireRW(ctx context.Context, mode lockx.RWMode, req lockx.Request) (lockx.Result, error) {
+// AcquireRW makes one attempt to grant mode on req.Key (driver.RWBackend).
+func (b *Backend) AcquireRW(ctx context.Context, mode driver.RWMode, req driver.Request) (driver.Result, error) {
 	if err := checkMode(mode); err != nil {
-		return lockx.Result{}, err
+		return driver.Result{}, err
 	}
 	r := rwRef(mode, req.Key, req.Owner)
 	res, err := b.attempt(ctx, r, req, rwPolicy(mode, req))
-	if err != nil || !res.Acquired || mode == lockx.ModeWrite {
+	if err != nil || !res.Acquired || mode == driver.ModeWrite {
 		return res, err
 	}
 	// A reader's token is its epoch, recorded in its entry.
@@ -117,8 +116,8 @@ func (b *Backend) AcquireRW(ctx context.Context, mode lockx.RWMode, req lockx.Re
 	return res, nil
 }
 
-// ExtendRW resets owner's mode hold on key to lease (lockx.RWBackend).
-func (b *Backend) ExtendRW(ctx context.Context, mode lockx.RWMode, key string, owner lockx.Owner, lease time.Duration) error {
+// ExtendRW resets owner's mode hold on key to lease (driver.RWBackend).
+func (b *Backend) ExtendRW(ctx context.Context, mode driver.RWMode, key string, owner driver.Owner, lease time.Duration) error {
 	if err := checkMode(mode); err != nil {
 		return err
 	}
@@ -126,8 +125,8 @@ func (b *Backend) ExtendRW(ctx context.Context, mode lockx.RWMode, key string, o
 }
 
 // ReleaseRW frees owner's mode hold on key and withdraws owner from the
-// key's queue (lockx.RWBackend).
-func (b *Backend) ReleaseRW(ctx context.Context, mode lockx.RWMode, key string, owner lockx.Owner) error {
+// key's queue (driver.RWBackend).
+func (b *Backend) ReleaseRW(ctx context.Context, mode driver.RWMode, key string, owner driver.Owner) error {
 	if err := checkMode(mode); err != nil {
 		return err
 	}

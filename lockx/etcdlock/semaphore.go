@@ -2,17 +2,16 @@ package etcdlock
 
 import (
 	"context"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"strconv"
 	"time"
-
-	"github.com/lockx-go/lockx/lockx"
 )
 
 // Permits are entries <prefix>s<len>:<key>/h/<owner> whose value is the
 // count held; waiters queue as <dir>q/<owner> with the count they want.
 // Leases, queue and wake-ups work as for locks; the grant checks the counts.
 
-func semRef(key string, owner lockx.Owner) ref {
+func semRef(key string, owner driver.Owner) ref {
 	return ref{kind: kindSem, key: key, name: string(owner)}
 }
 
@@ -24,7 +23,7 @@ func count(e *entry) int64 {
 	return n
 }
 
-func semPolicy(req lockx.PermitRequest) policy {
+func semPolicy(req driver.PermitRequest) policy {
 	value := strconv.FormatInt(req.Count, 10)
 	return policy{
 		queue: true, ordered: req.Fair, qvalue: value,
@@ -48,36 +47,36 @@ func semPolicy(req lockx.PermitRequest) policy {
 }
 
 // AcquirePermits makes one attempt to take req.Count permits of req.Key
-// (lockx.SemaphoreBackend).
-func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (lockx.Result, error) {
-	if err := lockx.CheckPermitRequest(req); err != nil {
-		return lockx.Result{}, err
+// (driver.SemaphoreBackend).
+func (b *Backend) AcquirePermits(ctx context.Context, req driver.PermitRequest) (driver.Result, error) {
+	if err := driver.CheckPermitRequest(req); err != nil {
+		return driver.Result{}, err
 	}
 	return b.attempt(ctx, semRef(req.Key, req.Owner), req.Request, semPolicy(req))
 }
 
-// ExtendPermits resets the lease of owner's permits (lockx.SemaphoreBackend).
-func (b *Backend) ExtendPermits(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) error {
+// ExtendPermits resets the lease of owner's permits (driver.SemaphoreBackend).
+func (b *Backend) ExtendPermits(ctx context.Context, key string, owner driver.Owner, lease time.Duration) error {
 	return b.extend(ctx, semRef(key, owner), lease)
 }
 
 // ReleasePermits returns owner's permits and withdraws owner from the
-// queue (lockx.SemaphoreBackend).
-func (b *Backend) ReleasePermits(ctx context.Context, key string, owner lockx.Owner) error {
+// queue (driver.SemaphoreBackend).
+func (b *Backend) ReleasePermits(ctx context.Context, key string, owner driver.Owner) error {
 	return b.release(ctx, semRef(key, owner))
 }
 
-// Permits reports the semaphore's usage (lockx.SemaphoreBackend). Entries
+// Permits reports the semaphore's usage (driver.SemaphoreBackend). Entries
 // whose lease ran out are gone from etcd already.
-func (b *Backend) Permits(ctx context.Context, key string) (lockx.PermitUsage, error) {
+func (b *Backend) Permits(ctx context.Context, key string) (driver.PermitUsage, error) {
 	if b.cfg.err != nil {
-		return lockx.PermitUsage{}, b.cfg.err
+		return driver.PermitUsage{}, b.cfg.err
 	}
 	v, err := b.read(ctx, b.dir(kindSem, key))
 	if err != nil {
-		return lockx.PermitUsage{}, unavailable("permits", err)
+		return driver.PermitUsage{}, unavailable("permits", err)
 	}
-	var u lockx.PermitUsage
+	var u driver.PermitUsage
 	for i := range v.holders {
 		u.InUse += count(&v.holders[i])
 		u.Holders++

@@ -2,17 +2,16 @@ package etcdlock
 
 import (
 	"context"
-	"sync"
-	"time"
-
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"sync"
+	"time"
 )
 
 type waitKey struct {
 	key   string
-	owner lockx.Owner
+	owner driver.Owner
 }
 
 // target is what a waiter watches: the deletion of one key, or of any key
@@ -35,11 +34,11 @@ type waiter struct {
 	done  chan struct{}
 }
 
-// Watch registers owner's interest in key (lockx.Notifier). The etcd watch
+// Watch registers owner's interest in key (driver.Notifier). The etcd watch
 // itself is opened by the attempt that follows, once it knows what to
 // watch: the queue entry just ahead of the waiter (fair locks, queued
 // read/write holds and fair permits), or the key's holders (plain waiters).
-func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-chan struct{}, func(), error) {
+func (b *Backend) Watch(ctx context.Context, key string, owner driver.Owner) (<-chan struct{}, func(), error) {
 	if b.cfg.err != nil {
 		return nil, nil, b.cfg.err
 	}
@@ -48,7 +47,7 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return nil, nil, lockx.Unavailable("watch", lockx.ErrClosed)
+		return nil, nil, driver.Unavailable("watch", driver.ErrClosed)
 	}
 	b.waiters[k] = w
 	b.mu.Unlock()
@@ -103,14 +102,14 @@ func (b *Backend) withdrawLater(k waitKey) {
 
 // waiting reports whether owner has a Watch registration for key: its
 // attempts are contended ones, which read before they write.
-func (b *Backend) waiting(key string, owner lockx.Owner) bool {
+func (b *Backend) waiting(key string, owner driver.Owner) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.waiters[waitKey{key, owner}] != nil
 }
 
 // arm points owner's registration for key at t.
-func (b *Backend) arm(key string, owner lockx.Owner, t target) {
+func (b *Backend) arm(key string, owner driver.Owner, t target) {
 	b.mu.Lock()
 	w := b.waiters[waitKey{key, owner}]
 	closed := b.closed
@@ -177,12 +176,12 @@ func (w *waiter) stop() {
 	}
 }
 
-// NotifyLoss calls fn when owner's lock on key is lost (lockx.LossNotifier):
+// NotifyLoss calls fn when owner's lock on key is lost (driver.LossNotifier):
 // when its key is deleted — its lease expired or was revoked (a force
 // release), or someone deleted it — as etcd reports through a watch on the
 // key from the grant's revision. Holds shorter than WithLossWatchDelay open
 // no watch. If owner does not hold key here, fn is called at once.
-func (b *Backend) NotifyLoss(key string, owner lockx.Owner, fn func()) (stop func()) {
+func (b *Backend) NotifyLoss(key string, owner driver.Owner, fn func()) (stop func()) {
 	r := lockRef(key, owner)
 	h := b.getHeld(r)
 	b.mu.Lock()

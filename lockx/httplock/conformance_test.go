@@ -12,7 +12,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/lockxd"
 	"github.com/lockx-go/lockx/internal/testenv"
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/httplock"
 	"github.com/lockx-go/lockx/lockx/lockxtest"
 	"github.com/lockx-go/lockx/lockx/pglock"
@@ -32,7 +32,7 @@ func tenants() []lockxd.TenantConfig {
 }
 
 // serve starts lockxd over b on a loopback port and returns its URL.
-func serve(t testing.TB, b lockx.Backend) string {
+func serve(t testing.TB, b driver.Backend) string {
 	srv := lockxd.NewServer(b, lockxd.Config{Tenants: tenants(), MaxWait: 20 * time.Second})
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)
@@ -49,17 +49,17 @@ func client(t testing.TB, url, apiKey string) *httplock.Backend {
 
 type backendCase struct {
 	name string
-	new  func(t testing.TB) lockx.Backend
+	new  func(t testing.TB) driver.Backend
 }
 
-func redisBackend(t testing.TB) lockx.Backend {
+func redisBackend(t testing.TB) driver.Backend {
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
 	b := redislock.New(rdb, redislock.WithPrefix(fmt.Sprintf("httplock-test:%d:", time.Now().UnixNano())))
 	t.Cleanup(func() { _ = b.Close(); _ = rdb.Close() })
 	return b
 }
 
-func pgBackend(t testing.TB) lockx.Backend {
+func pgBackend(t testing.TB) driver.Backend {
 	pool, err := pgxpool.New(context.Background(), testenv.PostgresURL(t))
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func TestConformance(t *testing.T) {
 		t.Run(bc.name, func(t *testing.T) {
 			t.Parallel()
 			url := serve(t, bc.new(t))
-			newBackend := func(t *testing.T) lockx.Backend { return client(t, url, "key-a") }
+			newBackend := func(t *testing.T) driver.Backend { return client(t, url, "key-a") }
 			t.Run("Locks", func(t *testing.T) { lockxtest.Run(t, newBackend) })
 			t.Run("Many", func(t *testing.T) { lockxtest.RunMany(t, newBackend) })
 			t.Run("RW", func(t *testing.T) { lockxtest.RunRW(t, newBackend) })
@@ -92,10 +92,10 @@ func TestConformance(t *testing.T) {
 	}
 }
 
-func redislockNew(rdb redis.UniversalClient, prefix string) lockx.Backend {
+func redislockNew(rdb redis.UniversalClient, prefix string) driver.Backend {
 	return redislock.New(rdb, redislock.WithPrefix(prefix))
 }
 
-func pglockNew(pool *pgxpool.Pool, namespace string) lockx.Backend {
+func pglockNew(pool *pgxpool.Pool, namespace string) driver.Backend {
 	return pglock.New(pool, pglock.WithNamespace(namespace))
 }

@@ -1,5 +1,5 @@
 // Package httplock is the Go client of lockxd, the lock service
-// (cmd/lockxd): a lockx.Backend whose store is a lockxd server, so a Go
+// (cmd/lockxd): a driver.Backend whose store is a lockxd server, so a Go
 // service takes locks through the service exactly as it would take them
 // from Redis or PostgreSQL directly — same Client, same watchdog, same
 // reentrancy, fencing tokens, fair waiting, read/write locks and
@@ -22,10 +22,10 @@
 // endpoint is for clients without such a loop (curl, scripts).
 //
 // Errors keep their lockx meaning: a refusal is ErrNotAcquired, a release
-// or extension by a non-holder ErrNotHeld, bad input an *lockx.ArgError.
+// or extension by a non-holder ErrNotHeld, bad input an *driver.ArgError.
 // Everything else the server answers — 401, a 429 quota or rate limit, a
 // 501 missing capability, a 503 unreachable backend — and every transport
-// error match lockx.ErrUnavailable, with the server's answer as an *Error.
+// error match driver.ErrUnavailable, with the server's answer as an *Error.
 //
 // Keys live in the API key's tenant namespace on the server: two tenants
 // can use the same key names without meeting.

@@ -21,6 +21,7 @@ import (
 	"github.com/lockx-go/lockx/internal/lockxd"
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/httplock"
 	"github.com/lockx-go/lockx/lockx/memlock"
 )
@@ -217,7 +218,7 @@ type restartable struct {
 	stop func() // closes the backend
 }
 
-func (r *restartable) start(b lockx.Backend, closeBackend func()) {
+func (r *restartable) start(b driver.Backend, closeBackend func()) {
 	ln, err := net.Listen("tcp", r.addr)
 	if err != nil {
 		r.t.Fatal(err)
@@ -243,13 +244,13 @@ func (r *restartable) kill() {
 // is told (Lost) — while semaphore permits, rows in PostgreSQL, live on.
 func TestServerRestartMidHold(t *testing.T) {
 	prefix := fmt.Sprintf("httplock-restart:%d:", time.Now().UnixNano())
-	openRedis := func() (lockx.Backend, func()) {
+	openRedis := func() (driver.Backend, func()) {
 		rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
 		b := redislockNew(rdb, prefix)
 		return b, func() { _ = b.Close(); _ = rdb.Close() }
 	}
 	ns := fmt.Sprintf("httplock-restart-%d", time.Now().UnixNano())
-	openPG := func() (lockx.Backend, func()) {
+	openPG := func() (driver.Backend, func()) {
 		pool, err := pgxpool.New(context.Background(), testenv.PostgresURL(t))
 		if err != nil {
 			t.Fatal(err)
@@ -295,7 +296,7 @@ func TestServerRestartMidHold(t *testing.T) {
 			t.Fatal(err)
 		}
 		hb := client(t, url, "key-a")
-		permit := lockx.PermitRequest{Request: lockx.Request{Key: "pool", Owner: lockx.NewOwner(), Lease: time.Minute}, Limit: 1, Count: 1}
+		permit := driver.PermitRequest{Request: driver.Request{Key: "pool", Owner: lockx.NewOwner(), Lease: time.Minute}, Limit: 1, Count: 1}
 		if res, err := hb.AcquirePermits(ctxT(t, 5*time.Second), permit); err != nil || !res.Acquired {
 			t.Fatalf("permit: %+v %v", res, err)
 		}
@@ -316,7 +317,7 @@ func TestServerRestartMidHold(t *testing.T) {
 }
 
 // bare hides every optional capability of a backend.
-type bare struct{ lockx.Backend }
+type bare struct{ driver.Backend }
 
 // Over a backend that cannot notify, watch answers 501 once, the client
 // stops asking, and waiters still get the lock (by backoff).

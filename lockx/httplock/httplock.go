@@ -17,6 +17,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/lockxd/wire"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // DefaultTimeout bounds a call whose context has no deadline.
@@ -47,7 +48,7 @@ func WithHTTPClient(hc *http.Client) Option {
 }
 
 // WithTimeout bounds each call whose context has no deadline (default
-// DefaultTimeout). A non-positive d is an *lockx.ArgError at every call.
+// DefaultTimeout). A non-positive d is an *driver.ArgError at every call.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {
@@ -60,17 +61,17 @@ func WithTimeout(d time.Duration) Option {
 
 func (c *config) fail(arg, reason string) {
 	if c.err == nil {
-		c.err = &lockx.ArgError{Arg: "httplock " + arg, Reason: reason}
+		c.err = &driver.ArgError{Arg: "httplock " + arg, Reason: reason}
 	}
 }
 
-// Backend is a lockx.Backend served by lockxd over HTTP. It implements
-// lockx.Notifier (server-sent events), lockx.BatchExtender,
-// lockx.ManyAcquirer,
-// lockx.RWBackend, lockx.SemaphoreBackend, lockx.FenceStore and
-// lockx.Inspector; whether a call of a capability succeeds depends on the
+// Backend is a driver.Backend served by lockxd over HTTP. It implements
+// driver.Notifier (server-sent events), driver.BatchExtender,
+// driver.ManyAcquirer,
+// driver.RWBackend, driver.SemaphoreBackend, driver.FenceStore and
+// driver.Inspector; whether a call of a capability succeeds depends on the
 // backend lockxd runs over (a missing one answers 501, reported as an
-// *Error matching lockx.ErrUnavailable).
+// *Error matching driver.ErrUnavailable).
 type Backend struct {
 	base    string // endpoint without a trailing slash
 	auth    string // Authorization header value
@@ -90,7 +91,7 @@ type Backend struct {
 // New returns a Backend that talks to the lockxd at endpoint (e.g.
 // "http://127.0.0.1:7420") with apiKey, sent as a bearer token. Every key the
 // Backend names lives in apiKey's tenant namespace on the server. An
-// invalid endpoint or option is reported as an *lockx.ArgError by every
+// invalid endpoint or option is reported as an *driver.ArgError by every
 // call.
 func New(endpoint, apiKey string, opts ...Option) *Backend {
 	cfg := config{timeout: DefaultTimeout}
@@ -139,7 +140,7 @@ func (b *Backend) Close() error {
 // Error is a response of lockxd that is no verdict of the lock API: bad
 // credentials (401), a quota or rate limit (429), a missing capability
 // (501), an unreachable backend (503). The Backend returns it wrapped in an
-// error matching lockx.ErrUnavailable, as the lockx.Backend contract asks;
+// error matching driver.ErrUnavailable, as the driver.Backend contract asks;
 // find it with errors.As.
 type Error struct {
 	Status     int           // HTTP status
@@ -172,13 +173,13 @@ func (b *Backend) call(ctx context.Context, op, method, path string, in, out any
 	if in != nil {
 		data, err := json.Marshal(in)
 		if err != nil {
-			return 0, p, &lockx.ArgError{Arg: "request", Reason: err.Error()}
+			return 0, p, &driver.ArgError{Arg: "request", Reason: err.Error()}
 		}
 		body = bytes.NewReader(data)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, b.base+path, body)
 	if err != nil {
-		return 0, p, lockx.Unavailable(op, err)
+		return 0, p, driver.Unavailable(op, err)
 	}
 	req.Header.Set("Authorization", b.auth)
 	if in != nil {
@@ -186,13 +187,13 @@ func (b *Backend) call(ctx context.Context, op, method, path string, in, out any
 	}
 	res, err := b.hc.Do(req)
 	if err != nil {
-		return 0, p, lockx.Unavailable(op, err)
+		return 0, p, driver.Unavailable(op, err)
 	}
 	defer res.Body.Close()
 	if res.StatusCode == http.StatusOK {
 		if out != nil {
 			if err := json.NewDecoder(res.Body).Decode(out); err != nil {
-				return res.StatusCode, p, lockx.Unavailable(op, fmt.Errorf("lockxd: bad response: %w", err))
+				return res.StatusCode, p, driver.Unavailable(op, fmt.Errorf("lockxd: bad response: %w", err))
 			}
 		}
 		_, _ = io.Copy(io.Discard, res.Body) // let the connection be reused
@@ -221,13 +222,13 @@ func (b *Backend) verdict(op string, res *http.Response, p wire.Problem) error {
 	case res.StatusCode == http.StatusConflict && p.Code == "not-acquired":
 		return nil
 	case res.StatusCode == http.StatusConflict && p.Code == "stale-token":
-		return nil // the caller builds the *lockx.StaleTokenError
+		return nil // the caller builds the *driver.StaleTokenError
 	case res.StatusCode == http.StatusNotFound && p.Code == "not-held":
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	case res.StatusCode == http.StatusConflict && p.Code == "upgrade":
-		return lockx.ErrUpgrade
+		return driver.ErrUpgrade
 	case res.StatusCode == http.StatusBadRequest:
-		return &lockx.ArgError{Arg: "request", Reason: "lockxd: " + p.Detail}
+		return &driver.ArgError{Arg: "request", Reason: "lockxd: " + p.Detail}
 	case p.Code == "signature-required" || p.Code == "forged-token":
 		return fmt.Errorf("lockx/httplock: %s: %s: %w", op, p.Detail, lockx.ErrBadSignature)
 	}
@@ -235,7 +236,7 @@ func (b *Backend) verdict(op string, res *http.Response, p wire.Problem) error {
 	if s, err := strconv.Atoi(res.Header.Get("Retry-After")); err == nil && s > 0 {
 		e.RetryAfter = time.Duration(s) * time.Second
 	}
-	return lockx.Unavailable(op, e)
+	return driver.Unavailable(op, e)
 }
 
 // ms converts a duration to whole milliseconds for the wire, rounding up so
@@ -248,7 +249,7 @@ func fromMS(v int64) time.Duration { return time.Duration(v) * time.Millisecond 
 
 func checkLease(lease time.Duration) error {
 	if lease <= 0 {
-		return &lockx.ArgError{Arg: "lease", Reason: "must be positive"}
+		return &driver.ArgError{Arg: "lease", Reason: "must be positive"}
 	}
 	return nil
 }

@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/internal/lockxd/wire"
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
-// Watch implements lockx.Notifier with lockxd's server-sent events
+// Watch implements driver.Notifier with lockxd's server-sent events
 // (GET /v1/watch). It returns once the server has registered the watch
 // with its backend (the stream's "ready" event), so an attempt made after
 // it misses no release; the channel receives when the server sends "wake",
@@ -27,7 +27,7 @@ import (
 //
 // A watch on a key serves waiters of every kind (lock, read/write lock,
 // semaphore): lockxd keeps all kinds of one key under one name.
-func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-chan struct{}, func(), error) {
+func (b *Backend) Watch(ctx context.Context, key string, owner driver.Owner) (<-chan struct{}, func(), error) {
 	if b.err != nil {
 		return nil, nil, b.err
 	}
@@ -41,7 +41,7 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 	req, err := http.NewRequestWithContext(sctx, http.MethodGet, b.base+"/v1/watch?"+q.Encode(), nil)
 	if err != nil {
 		stop()
-		return nil, nil, lockx.Unavailable("watch", err)
+		return nil, nil, driver.Unavailable("watch", err)
 	}
 	req.Header.Set("Authorization", b.auth)
 	req.Header.Set("Accept", "text/event-stream")
@@ -50,7 +50,7 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 	if err != nil {
 		undo()
 		stop()
-		return nil, nil, lockx.Unavailable("watch", err)
+		return nil, nil, driver.Unavailable("watch", err)
 	}
 	if res.StatusCode != http.StatusOK {
 		if res.StatusCode == http.StatusNotImplemented {
@@ -75,14 +75,14 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 		if ctx.Err() != nil {
 			err = errors.Join(err, context.Cause(ctx))
 		}
-		return nil, nil, lockx.Unavailable("watch", err)
+		return nil, nil, driver.Unavailable("watch", err)
 	}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		res.Body.Close()
 		stop()
-		return nil, nil, lockx.Unavailable("watch", fmt.Errorf("httplock: backend closed: %w", lockx.ErrClosed))
+		return nil, nil, driver.Unavailable("watch", fmt.Errorf("httplock: backend closed: %w", driver.ErrClosed))
 	}
 	b.wg.Add(1)
 	b.mu.Unlock()
@@ -111,7 +111,7 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 
 // errNoWatch is Watch's answer once the server has said that its backend
 // cannot notify (501).
-var errNoWatch = lockx.Unavailable("watch", errors.New("lockxd: the server's backend sends no wake-ups"))
+var errNoWatch = driver.Unavailable("watch", errors.New("lockxd: the server's backend sends no wake-ups"))
 
 // endWatch ends a watch stream whose waiter is done with it. Cutting the
 // stream would cost its connection (and the next watch a new one), so a

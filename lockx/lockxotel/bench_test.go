@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/lockxotel"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/lockx/redislock"
@@ -22,10 +23,10 @@ import (
 func BenchmarkOverhead(b *testing.B) {
 	backends := []struct {
 		name string
-		new  func(b *testing.B) lockx.Backend
+		new  func(b *testing.B) driver.Backend
 	}{
-		{"memlock", func(*testing.B) lockx.Backend { return memlock.New() }},
-		{"redis", func(b *testing.B) lockx.Backend {
+		{"memlock", func(*testing.B) driver.Backend { return memlock.New() }},
+		{"redis", func(b *testing.B) driver.Backend {
 			addr := os.Getenv("LOCKX_REDIS_ADDR")
 			if addr == "" {
 				addr = "127.0.0.1:6379"

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/lockxotel"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"go.opentelemetry.io/otel/attribute"
@@ -23,8 +24,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // down is a backend whose every call fails as a transport error would.
 type down struct{ *memlock.Backend }
 
-func (down) Acquire(context.Context, lockx.Request) (lockx.Result, error) {
-	return lockx.Result{}, lockx.Unavailable("acquire", errors.New("connection refused"))
+func (down) Acquire(context.Context, driver.Request) (driver.Result, error) {
+	return driver.Result{}, driver.Unavailable("acquire", errors.New("connection refused"))
 }
 
 type telemetry struct {

@@ -2,7 +2,7 @@
 // spirit of testing/fstest: a backend's test calls
 //
 //	func TestConformance(t *testing.T) {
-//		lockxtest.Run(t, func(t *testing.T) lockx.Backend { return mybackend.New(...) })
+//		lockxtest.Run(t, func(t *testing.T) driver.Backend { return mybackend.New(...) })
 //	}
 //
 // and gets every semantic lockx promises checked against the real store:
@@ -28,10 +28,11 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // Run runs the conformance suite as subtests of t.
-func Run(t *testing.T, newBackend func(t *testing.T) lockx.Backend) {
+func Run(t *testing.T, newBackend func(t *testing.T) driver.Backend) {
 	s := &suite{newBackend: newBackend}
 	tests := []struct {
 		name string
@@ -73,7 +74,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) lockx.Backend) {
 }
 
 type suite struct {
-	newBackend func(t *testing.T) lockx.Backend
+	newBackend func(t *testing.T) driver.Backend
 }
 
 // client returns a new Client over a new Backend, closed at cleanup.
@@ -288,7 +289,7 @@ func (s *suite) testBackendAcquireIdempotent(t *testing.T) {
 	b := s.newBackend(t)
 	t.Cleanup(func() { _ = b.Close() })
 	ctx := ctxT(t, 5*time.Second)
-	req := lockx.Request{Key: k, Owner: lockx.NewOwner(), Lease: 10 * time.Second}
+	req := driver.Request{Key: k, Owner: lockx.NewOwner(), Lease: 10 * time.Second}
 	r1, err := b.Acquire(ctx, req)
 	if err != nil || !r1.Acquired {
 		t.Fatalf("Acquire = %+v, %v", r1, err)
@@ -303,7 +304,7 @@ func (s *suite) testBackendAcquireIdempotent(t *testing.T) {
 	if err := b.Release(ctx, k, req.Owner); !errors.Is(err, lockx.ErrNotHeld) {
 		t.Fatalf("retried Release = %v, want ErrNotHeld (no double count)", err)
 	}
-	r3, err := b.Acquire(ctx, lockx.Request{Key: k, Owner: lockx.NewOwner(), Lease: time.Second})
+	r3, err := b.Acquire(ctx, driver.Request{Key: k, Owner: lockx.NewOwner(), Lease: time.Second})
 	if err != nil || !r3.Acquired {
 		t.Fatalf("Acquire after single release = %+v, %v: a retried acquire was double-counted", r3, err)
 	}
@@ -318,13 +319,13 @@ func (s *suite) testStaleRelease(t *testing.T) {
 	t.Cleanup(func() { _ = b.Close() })
 	ctx := ctxT(t, 5*time.Second)
 	a, bOwner := lockx.NewOwner(), lockx.NewOwner()
-	if r, err := b.Acquire(ctx, lockx.Request{Key: k, Owner: a, Lease: 10 * time.Second}); err != nil || !r.Acquired {
+	if r, err := b.Acquire(ctx, driver.Request{Key: k, Owner: a, Lease: 10 * time.Second}); err != nil || !r.Acquired {
 		t.Fatalf("Acquire a: %+v %v", r, err)
 	}
 	if err := b.Release(ctx, k, a); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := b.Acquire(ctx, lockx.Request{Key: k, Owner: bOwner, Lease: 10 * time.Second}); err != nil || !r.Acquired {
+	if r, err := b.Acquire(ctx, driver.Request{Key: k, Owner: bOwner, Lease: 10 * time.Second}); err != nil || !r.Acquired {
 		t.Fatalf("Acquire b: %+v %v", r, err)
 	}
 	if err := b.Release(ctx, k, a); !errors.Is(err, lockx.ErrNotHeld) { // a's retried release arrives late
@@ -494,7 +495,7 @@ func (s *suite) testReleaseStopsRenewal(t *testing.T) {
 	t.Cleanup(func() { _ = b.Close() })
 	ctx := ctxT(t, 5*time.Second)
 	o := lockx.NewOwner()
-	r, err := b.Acquire(ctx, lockx.Request{Key: k, Owner: o, Lease: 150 * time.Millisecond})
+	r, err := b.Acquire(ctx, driver.Request{Key: k, Owner: o, Lease: 150 * time.Millisecond})
 	if err != nil || !r.Acquired {
 		t.Fatalf("Acquire: %+v %v", r, err)
 	}
@@ -533,8 +534,8 @@ func (s *suite) testWaiterAcquires(t *testing.T) {
 }
 
 func (s *suite) testWakeUp(t *testing.T) {
-	if _, ok := s.newBackend(t).(lockx.Notifier); !ok {
-		t.Skip("backend does not implement lockx.Notifier")
+	if !driver.As(s.newBackend(t), new(driver.Notifier)) {
+		t.Skip("backend does not implement driver.Notifier")
 	}
 	for _, fair := range []bool{false, true} {
 		k := key(t)
@@ -650,12 +651,12 @@ func (s *suite) testFairOrder(t *testing.T) {
 // refused attempt, so a test knows a fair waiter has taken its place in the
 // queue. It forwards Notifier when the wrapped backend has it.
 type firstRefusal struct {
-	lockx.Backend
+	driver.Backend
 	refused chan struct{}
 	once    sync.Once
 }
 
-func (f *firstRefusal) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+func (f *firstRefusal) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
 	r, err := f.Backend.Acquire(ctx, req)
 	if err == nil && !r.Acquired {
 		f.once.Do(func() { close(f.refused) })
@@ -664,7 +665,8 @@ func (f *firstRefusal) Acquire(ctx context.Context, req lockx.Request) (lockx.Re
 }
 
 func (f *firstRefusal) Watch(ctx context.Context, key string, owner lockx.Owner) (<-chan struct{}, func(), error) {
-	if n, ok := f.Backend.(lockx.Notifier); ok {
+	var n driver.Notifier
+	if driver.As(f.Backend, &n) {
 		return n.Watch(ctx, key, owner)
 	}
 	return nil, nil, errors.ErrUnsupported
@@ -678,7 +680,7 @@ func (s *suite) testFairCrashedWaiter(t *testing.T) {
 	b := s.newBackend(t)
 	t.Cleanup(func() { _ = b.Close() })
 	// A waiter that queues once and then crashes: it never refreshes.
-	ghost := lockx.Request{Key: k, Owner: lockx.NewOwner(), Lease: time.Minute, Fair: true, Wait: true, QueueTTL: 300 * time.Millisecond}
+	ghost := driver.Request{Key: k, Owner: lockx.NewOwner(), Lease: time.Minute, Fair: true, Wait: true, QueueTTL: 300 * time.Millisecond}
 	if r, err := b.Acquire(ctxT(t, 5*time.Second), ghost); err != nil || r.Acquired {
 		t.Fatalf("ghost attempt: %+v %v", r, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/lockxtest"
 	"github.com/lockx-go/lockx/lockx/memlock"
 )
@@ -21,7 +22,7 @@ type releaseAnyOwner struct {
 	holders map[string]lockx.Owner
 }
 
-func (b *releaseAnyOwner) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+func (b *releaseAnyOwner) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
 	r, err := b.Backend.Acquire(ctx, req)
 	if r.Acquired {
 		b.mu.Lock()
@@ -41,7 +42,7 @@ func (b *releaseAnyOwner) Release(ctx context.Context, key string, _ lockx.Owner
 
 type constantToken struct{ *memlock.Backend }
 
-func (b constantToken) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+func (b constantToken) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
 	r, err := b.Backend.Acquire(ctx, req)
 	if r.Acquired {
 		r.Token = 1
@@ -56,15 +57,15 @@ func (blindExtend) Extend(context.Context, string, lockx.Owner, time.Duration) e
 
 type alwaysGrant struct{ *memlock.Backend }
 
-func (b alwaysGrant) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+func (b alwaysGrant) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
 	r, err := b.Backend.Acquire(ctx, req)
 	if err == nil && !r.Acquired {
-		r = lockx.Result{Acquired: true, Token: lockx.MaxToken - 1, TTL: req.Lease}
+		r = driver.Result{Acquired: true, Token: lockx.MaxToken - 1, TTL: req.Lease}
 	}
 	return r, err
 }
 
-func brokenBackend(name string) lockx.Backend {
+func brokenBackend(name string) driver.Backend {
 	m := memlock.New()
 	switch name {
 	case "release-any-owner":
@@ -87,7 +88,7 @@ const brokenEnv = "LOCKXTEST_BROKEN"
 func TestSuiteCatchesBrokenBackends(t *testing.T) {
 	if name := os.Getenv(brokenEnv); name != "" {
 		b := brokenBackend(name)
-		lockxtest.Run(t, func(*testing.T) lockx.Backend { return b })
+		lockxtest.Run(t, func(*testing.T) driver.Backend { return b })
 		return
 	}
 	want := map[string][]string{

@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // RunMany runs the multi-key conformance suite (Client.AcquireMany over the
 // backend, through its ManyAcquirer if it has one) as subtests of t.
 // newBackend follows Run's contract.
-func RunMany(t *testing.T, newBackend func(t *testing.T) lockx.Backend) {
+func RunMany(t *testing.T, newBackend func(t *testing.T) driver.Backend) {
 	s := &suite{newBackend: newBackend}
 	tests := []struct {
 		name string

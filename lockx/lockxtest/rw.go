@@ -9,18 +9,19 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/patterns/rwlock"
 )
 
-// RunRW runs the read/write lock conformance suite (lockx.RWBackend, through
+// RunRW runs the read/write lock conformance suite (driver.RWBackend, through
 // patterns/rwlock) as subtests of t. newBackend follows Run's contract; the
-// backends it returns must implement lockx.RWBackend.
-func RunRW(t *testing.T, newBackend func(t *testing.T) lockx.Backend) {
+// backends it returns must implement driver.RWBackend.
+func RunRW(t *testing.T, newBackend func(t *testing.T) driver.Backend) {
 	b := newBackend(t)
-	_, ok := b.(lockx.RWBackend)
+	ok := driver.As(b, new(driver.RWBackend))
 	_ = b.Close()
 	if !ok {
-		t.Fatal("backend does not implement lockx.RWBackend")
+		t.Fatal("backend does not implement driver.RWBackend")
 	}
 	s := &suite{newBackend: newBackend}
 	tests := []struct {
@@ -58,10 +59,12 @@ func (s *suite) rw(t *testing.T, opts ...rwlock.Option) *rwlock.RW {
 	return rwlock.New(s.client(t), opts...)
 }
 
-func (s *suite) rwBackend(t *testing.T) lockx.RWBackend {
+func (s *suite) rwBackend(t *testing.T) driver.RWBackend {
 	b := s.newBackend(t)
 	t.Cleanup(func() { _ = b.Close() })
-	return b.(lockx.RWBackend)
+	var rb driver.RWBackend
+	driver.As(b, &rb)
+	return rb
 }
 
 // mustGrant(t)(rw.RLock(…)) fails t on an error and returns the grant.
@@ -242,7 +245,7 @@ func (s *suite) testRWCrashedReader(t *testing.T) {
 	b := s.rwBackend(t)
 	ctx := ctxT(t, 10*time.Second)
 	// A reader that crashed right after its grant: nobody renews its lease.
-	res, err := b.AcquireRW(ctx, lockx.ModeRead, lockx.Request{Key: k, Owner: lockx.NewOwner(), Lease: 300 * time.Millisecond, Fair: true})
+	res, err := b.AcquireRW(ctx, driver.ModeRead, driver.Request{Key: k, Owner: lockx.NewOwner(), Lease: 300 * time.Millisecond, Fair: true})
 	if err != nil || !res.Acquired {
 		t.Fatalf("AcquireRW: %+v %v", res, err)
 	}
@@ -281,7 +284,7 @@ func (s *suite) testRWLost(t *testing.T) {
 	k := key(t)
 	ctx := ctxT(t, 10*time.Second)
 	r := mustGrant(t)(s.rw(t).RLock(ctx, k, lockx.WithWatchdog(300*time.Millisecond)))
-	if err := s.rwBackend(t).ReleaseRW(ctx, lockx.ModeRead, k, r.Owner()); err != nil {
+	if err := s.rwBackend(t).ReleaseRW(ctx, driver.ModeRead, k, r.Owner()); err != nil {
 		t.Fatalf("force release: %v", err)
 	}
 	if !closedWithin(r.Lost(), 2*time.Second) {
@@ -332,7 +335,7 @@ func (s *suite) testRWUpgrade(t *testing.T) {
 	r := mustGrant(t)(rw.RLock(ctx, k))
 	start := time.Now()
 	g, err := rw.Lock(r.Context(), k)
-	if !errors.Is(err, lockx.ErrUpgrade) {
+	if !errors.Is(err, driver.ErrUpgrade) {
 		if g != nil {
 			_ = g.Release(ctx)
 		}
@@ -392,10 +395,10 @@ func (s *suite) testRWTokens(t *testing.T) {
 
 func (s *suite) testRWWakeUp(t *testing.T) {
 	b := s.newBackend(t)
-	_, ok := b.(lockx.Notifier)
+	ok := driver.As(b, new(driver.Notifier))
 	_ = b.Close()
 	if !ok {
-		t.Skip("backend does not implement lockx.Notifier")
+		t.Skip("backend does not implement driver.Notifier")
 	}
 	opts := []lockx.Option{lockx.WithBackoff(20*time.Second, 20*time.Second), lockx.WithQueueTTL(60 * time.Second)}
 	k := key(t)
@@ -441,7 +444,7 @@ func (s *suite) testRWOnlyOwner(t *testing.T) {
 	r := mustGrant(t)(s.rw(t).RLock(ctx, k))
 	w := mustGrant(t)(s.rw(t).Lock(ctx, k+"w"))
 	stranger := lockx.NewOwner()
-	for _, m := range []lockx.RWMode{lockx.ModeRead, lockx.ModeWrite} {
+	for _, m := range []driver.RWMode{driver.ModeRead, driver.ModeWrite} {
 		for _, kk := range []string{k, k + "w"} {
 			if err := b.ReleaseRW(ctx, m, kk, stranger); !errors.Is(err, lockx.ErrNotHeld) {
 				t.Fatalf("stranger's ReleaseRW(%v) = %v, want ErrNotHeld", m, err)
@@ -452,7 +455,7 @@ func (s *suite) testRWOnlyOwner(t *testing.T) {
 		}
 	}
 	// The wrong side of one's own hold is not held either.
-	if err := b.ReleaseRW(ctx, lockx.ModeWrite, k, r.Owner()); !errors.Is(err, lockx.ErrNotHeld) {
+	if err := b.ReleaseRW(ctx, driver.ModeWrite, k, r.Owner()); !errors.Is(err, lockx.ErrNotHeld) {
 		t.Fatalf("ReleaseRW(write) by a reader = %v, want ErrNotHeld", err)
 	}
 	g, err := s.rw(t).TryLock(ctx, k)
@@ -551,7 +554,7 @@ func (s *suite) testRWBadInput(t *testing.T) {
 		{"zero lease", func() error { _, err := rw.RLock(ctx, key(t), lockx.WithLease(0)); return err }},
 		{"nil client", func() error { _, err := rwlock.New(nil).RLock(ctx, key(t)); return err }},
 		{"bad mode", func() error {
-			_, err := s.rwBackend(t).AcquireRW(ctx, 0, lockx.Request{Key: key(t), Owner: lockx.NewOwner(), Lease: time.Second})
+			_, err := s.rwBackend(t).AcquireRW(ctx, 0, driver.Request{Key: key(t), Owner: lockx.NewOwner(), Lease: time.Second})
 			return err
 		}},
 	}

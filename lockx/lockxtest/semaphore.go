@@ -9,18 +9,19 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/patterns/semaphore"
 )
 
-// RunSemaphore runs the semaphore conformance suite (lockx.SemaphoreBackend,
+// RunSemaphore runs the semaphore conformance suite (driver.SemaphoreBackend,
 // through patterns/semaphore) as subtests of t. newBackend follows Run's
-// contract; the backends it returns must implement lockx.SemaphoreBackend.
-func RunSemaphore(t *testing.T, newBackend func(t *testing.T) lockx.Backend) {
+// contract; the backends it returns must implement driver.SemaphoreBackend.
+func RunSemaphore(t *testing.T, newBackend func(t *testing.T) driver.Backend) {
 	b := newBackend(t)
-	_, ok := b.(lockx.SemaphoreBackend)
+	ok := driver.As(b, new(driver.SemaphoreBackend))
 	_ = b.Close()
 	if !ok {
-		t.Fatal("backend does not implement lockx.SemaphoreBackend")
+		t.Fatal("backend does not implement driver.SemaphoreBackend")
 	}
 	s := &suite{newBackend: newBackend}
 	tests := []struct {
@@ -55,10 +56,12 @@ func (s *suite) sem(t *testing.T, k string, limit int64, opts ...semaphore.Optio
 	return semaphore.New(s.client(t), k, limit, opts...)
 }
 
-func (s *suite) semBackend(t *testing.T) lockx.SemaphoreBackend {
+func (s *suite) semBackend(t *testing.T) driver.SemaphoreBackend {
 	b := s.newBackend(t)
 	t.Cleanup(func() { _ = b.Close() })
-	return b.(lockx.SemaphoreBackend)
+	var sb driver.SemaphoreBackend
+	driver.As(b, &sb)
+	return sb
 }
 
 func mustPermit(t *testing.T) func(*semaphore.Permit, error) *semaphore.Permit {
@@ -193,8 +196,8 @@ func (s *suite) testSemCrashed(t *testing.T) {
 	ctx := ctxT(t, 10*time.Second)
 	b := s.semBackend(t)
 	// A holder that crashed right after its grant: nobody renews its lease.
-	res, err := b.AcquirePermits(ctx, lockx.PermitRequest{
-		Request: lockx.Request{Key: k, Owner: lockx.NewOwner(), Lease: 300 * time.Millisecond, Fair: true},
+	res, err := b.AcquirePermits(ctx, driver.PermitRequest{
+		Request: driver.Request{Key: k, Owner: lockx.NewOwner(), Lease: 300 * time.Millisecond, Fair: true},
 		Limit:   2, Count: 2,
 	})
 	if err != nil || !res.Acquired {
@@ -351,7 +354,7 @@ func (s *suite) testSemUsage(t *testing.T) {
 	k := key(t)
 	ctx := ctxT(t, 10*time.Second)
 	sem := s.sem(t, k, 4)
-	if u, err := sem.Usage(ctx); err != nil || u != (lockx.PermitUsage{}) {
+	if u, err := sem.Usage(ctx); err != nil || u != (driver.PermitUsage{}) {
 		t.Fatalf("Usage of an unused semaphore = %+v, %v", u, err)
 	}
 	p1 := mustPermit(t)(sem.TryAcquireN(ctx, 3))
@@ -359,7 +362,7 @@ func (s *suite) testSemUsage(t *testing.T) {
 	got := acquireLater(t, ctx, s.sem(t, k, 4), 2)
 	// The waiter counts once its attempt has been refused and it waits;
 	// how long that takes is the backend's and the machine's business.
-	want := lockx.PermitUsage{InUse: 4, Holders: 2, Waiting: 1}
+	want := driver.PermitUsage{InUse: 4, Holders: 2, Waiting: 1}
 	u, err := sem.Usage(ctx)
 	for deadline := time.Now().Add(5 * time.Second); err == nil && u != want && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
@@ -375,10 +378,10 @@ func (s *suite) testSemUsage(t *testing.T) {
 
 func (s *suite) testSemWakeUp(t *testing.T) {
 	b := s.newBackend(t)
-	_, ok := b.(lockx.Notifier)
+	ok := driver.As(b, new(driver.Notifier))
 	_ = b.Close()
 	if !ok {
-		t.Skip("backend does not implement lockx.Notifier")
+		t.Skip("backend does not implement driver.Notifier")
 	}
 	k := key(t)
 	ctx := ctxT(t, 30*time.Second)
@@ -444,11 +447,11 @@ func (s *suite) testSemBadInput(t *testing.T) {
 		{"nil client", func() error { _, err := semaphore.New(nil, key(t), 2).Acquire(ctx); return err }},
 		{"SetLimit(0)", func() error { return semaphore.New(c, key(t), 2).SetLimit(0) }},
 		{"backend zero limit", func() error {
-			_, err := b.AcquirePermits(ctx, lockx.PermitRequest{Request: lockx.Request{Key: key(t), Owner: lockx.NewOwner(), Lease: time.Second}, Limit: 0, Count: 1})
+			_, err := b.AcquirePermits(ctx, driver.PermitRequest{Request: driver.Request{Key: key(t), Owner: lockx.NewOwner(), Lease: time.Second}, Limit: 0, Count: 1})
 			return err
 		}},
 		{"backend count over limit", func() error {
-			_, err := b.AcquirePermits(ctx, lockx.PermitRequest{Request: lockx.Request{Key: key(t), Owner: lockx.NewOwner(), Lease: time.Second}, Limit: 1, Count: 2})
+			_, err := b.AcquirePermits(ctx, driver.PermitRequest{Request: driver.Request{Key: key(t), Owner: lockx.NewOwner(), Lease: time.Second}, Limit: 1, Count: 2})
 			return err
 		}},
 	}

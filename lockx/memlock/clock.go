@@ -6,7 +6,7 @@ import (
 )
 
 // Now returns the backend's time: the process clock, the same one its
-// leases run on. With Resolution it implements cronguard.Clock, the
+// leases run on. With Resolution it implements driver.Clock, the
 // capability patterns/cronguard uses to derive triggers from the store's
 // clock instead of each instance's.
 func (b *Backend) Now(ctx context.Context) (time.Time, error) {

@@ -9,11 +9,12 @@ import (
 	"testing"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 )
 
 func TestFenceStore(t *testing.T) {
-	for name, store := range map[string]lockx.FenceStore{
+	for name, store := range map[string]driver.FenceStore{
 		"FenceStore": memlock.NewFenceStore(),
 		"ZeroValue":  new(memlock.FenceStore),
 		"Backend":    memlock.New(),
@@ -22,7 +23,7 @@ func TestFenceStore(t *testing.T) {
 	}
 }
 
-func testFenceStore(t *testing.T, store lockx.FenceStore) {
+func testFenceStore(t *testing.T, store driver.FenceStore) {
 	ctx := context.Background()
 	steps := []struct {
 		resource string

@@ -2,24 +2,23 @@ package memlock
 
 import (
 	"context"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/lockx-go/lockx/lockx"
 )
 
-var _ lockx.Inspector = (*Backend)(nil)
+var _ driver.Inspector = (*Backend)(nil)
 
-// Locks implements lockx.Inspector, in key order. Age is 0: memlock keeps
+// Locks implements driver.Inspector, in key order. Age is 0: memlock keeps
 // no grant time.
-func (b *Backend) Locks(ctx context.Context, prefix string, fn func(lockx.LockInfo) bool) error {
+func (b *Backend) Locks(ctx context.Context, prefix string, fn func(driver.LockInfo) bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	b.mu.Lock()
 	now := b.now()
-	var infos []lockx.LockInfo
+	var infos []driver.LockInfo
 	for key := range b.locks {
 		if !strings.HasPrefix(key, prefix) {
 			continue
@@ -38,33 +37,33 @@ func (b *Backend) Locks(ctx context.Context, prefix string, fn func(lockx.LockIn
 	return nil
 }
 
-// Lock implements lockx.Inspector.
-func (b *Backend) Lock(ctx context.Context, key string) (lockx.LockInfo, error) {
+// Lock implements driver.Inspector.
+func (b *Backend) Lock(ctx context.Context, key string) (driver.LockInfo, error) {
 	if err := ctx.Err(); err != nil {
-		return lockx.LockInfo{}, err
+		return driver.LockInfo{}, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if li, ok := b.info(key, b.now()); ok {
 		return li, nil
 	}
-	return lockx.LockInfo{}, lockx.ErrNotHeld
+	return driver.LockInfo{}, driver.ErrNotHeld
 }
 
 // info describes key's holder; callers hold b.mu.
-func (b *Backend) info(key string, now time.Time) (lockx.LockInfo, bool) {
+func (b *Backend) info(key string, now time.Time) (driver.LockInfo, bool) {
 	e := b.live(key, now)
 	if e == nil || e.owner == "" {
-		return lockx.LockInfo{}, false
+		return driver.LockInfo{}, false
 	}
-	waiting := map[lockx.Owner]bool{}
+	waiting := map[driver.Owner]bool{}
 	for _, q := range e.queue {
 		waiting[q.owner] = true
 	}
-	b.watchers.Owners(key, func(o lockx.Owner) {
+	b.watchers.Owners(key, func(o driver.Owner) {
 		if o != e.owner {
 			waiting[o] = true
 		}
 	})
-	return lockx.LockInfo{Key: key, Owner: e.owner, Token: e.token, TTL: e.expires.Sub(now), Waiters: len(waiting)}, true
+	return driver.LockInfo{Key: key, Owner: e.owner, Token: e.token, TTL: e.expires.Sub(now), Waiters: len(waiting)}, true
 }

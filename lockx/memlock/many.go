@@ -2,30 +2,29 @@ package memlock
 
 import (
 	"context"
-
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 var (
-	_ lockx.ManyAcquirer = (*Backend)(nil)
-	_ lockx.ManyReleaser = (*Backend)(nil)
+	_ driver.ManyAcquirer = (*Backend)(nil)
+	_ driver.ManyReleaser = (*Backend)(nil)
 )
 
-// AcquireMany implements lockx.ManyAcquirer: one all-or-nothing attempt at
+// AcquireMany implements driver.ManyAcquirer: one all-or-nothing attempt at
 // every request, for one owner, without waiting, under the Backend's mutex.
 // Every key is checked before any is written: either each is granted (a
 // key the owner already holds is re-granted with its token, as Acquire
 // does) or none is, and a refused set reports each holder's remaining
 // lease. Client.AcquireMany thus takes a set in one call instead of one
 // attempt per key.
-func (b *Backend) AcquireMany(ctx context.Context, reqs []lockx.Request) ([]lockx.Result, error) {
+func (b *Backend) AcquireMany(ctx context.Context, reqs []driver.Request) ([]driver.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := lockx.CheckManyRequests(reqs); err != nil {
+	if err := driver.CheckManyRequests(reqs); err != nil {
 		return nil, err
 	}
-	res := make([]lockx.Result, len(reqs))
+	res := make([]driver.Result, len(reqs))
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
@@ -55,9 +54,9 @@ func (b *Backend) AcquireMany(ctx context.Context, reqs []lockx.Request) ([]lock
 	return res, nil
 }
 
-// ReleaseMany implements lockx.ManyReleaser: each key released from owner as
+// ReleaseMany implements driver.ManyReleaser: each key released from owner as
 // Release would, under one hold of the Backend's mutex.
-func (b *Backend) ReleaseMany(ctx context.Context, keys []string, owner lockx.Owner) []error {
+func (b *Backend) ReleaseMany(ctx context.Context, keys []string, owner driver.Owner) []error {
 	errs := make([]error, len(keys))
 	b.mu.Lock()
 	defer b.mu.Unlock()

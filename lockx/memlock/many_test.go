@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/lockxtest"
 	"github.com/lockx-go/lockx/lockx/memlock"
 )
 
 func TestConformanceMany(t *testing.T) {
 	b := memlock.New() // one store shared by every client, like one server
-	lockxtest.RunMany(t, func(*testing.T) lockx.Backend { return b })
+	lockxtest.RunMany(t, func(*testing.T) driver.Backend { return b })
 }
 
 // TestAcquireManyBackend checks the Backend's ManyAcquirer and ManyReleaser
@@ -23,10 +24,10 @@ func TestAcquireManyBackend(t *testing.T) {
 	ctx := context.Background()
 	b := memlock.New()
 	a, x := lockx.NewOwner(), lockx.NewOwner()
-	reqs := func(o lockx.Owner, keys ...string) []lockx.Request {
-		rs := make([]lockx.Request, len(keys))
+	reqs := func(o lockx.Owner, keys ...string) []driver.Request {
+		rs := make([]driver.Request, len(keys))
 		for i, k := range keys {
-			rs[i] = lockx.Request{Key: k, Owner: o, Lease: time.Minute}
+			rs[i] = driver.Request{Key: k, Owner: o, Lease: time.Minute}
 		}
 		return rs
 	}
@@ -41,7 +42,7 @@ func TestAcquireManyBackend(t *testing.T) {
 			t.Fatalf("result %d = %+v, want a grant with a token of its own", i, r)
 		}
 		seen[r.Token] = true
-		if got, _ := b.Acquire(ctx, lockx.Request{Key: set[i].Key, Owner: x, Lease: time.Second}); got.Acquired {
+		if got, _ := b.Acquire(ctx, driver.Request{Key: set[i].Key, Owner: x, Lease: time.Second}); got.Acquired {
 			t.Fatalf("%s granted to another owner while the set holds it", set[i].Key)
 		}
 	}
@@ -62,7 +63,7 @@ func TestAcquireManyBackend(t *testing.T) {
 
 	// One member held by another owner: nothing granted, the holder's lease
 	// reported for it, the rest left free.
-	if got, _ := b.Acquire(ctx, lockx.Request{Key: "k3", Owner: x, Lease: 30 * time.Second}); !got.Acquired {
+	if got, _ := b.Acquire(ctx, driver.Request{Key: "k3", Owner: x, Lease: 30 * time.Second}); !got.Acquired {
 		t.Fatal("k3 not granted to x")
 	}
 	res, err = b.AcquireMany(ctx, set)
@@ -78,7 +79,7 @@ func TestAcquireManyBackend(t *testing.T) {
 		t.Fatalf("refused member's TTL %v, want the holder's remaining lease", ttl)
 	}
 	for _, k := range []string{"k1", "k2", "k4"} {
-		got, _ := b.Acquire(ctx, lockx.Request{Key: k, Owner: x, Lease: time.Second})
+		got, _ := b.Acquire(ctx, driver.Request{Key: k, Owner: x, Lease: time.Second})
 		if !got.Acquired {
 			t.Fatalf("%s left held by a refused set", k)
 		}
@@ -87,11 +88,11 @@ func TestAcquireManyBackend(t *testing.T) {
 	_ = b.Release(ctx, "k3", x)
 
 	// A free key with a live fair waiter goes to the waiter, not to the set.
-	if got, _ := b.Acquire(ctx, lockx.Request{Key: "k2", Owner: x, Lease: time.Minute}); !got.Acquired {
+	if got, _ := b.Acquire(ctx, driver.Request{Key: "k2", Owner: x, Lease: time.Minute}); !got.Acquired {
 		t.Fatal("k2 not granted to x")
 	}
 	w := lockx.NewOwner()
-	if got, _ := b.Acquire(ctx, lockx.Request{Key: "k2", Owner: w, Lease: time.Minute, Fair: true, Wait: true, QueueTTL: time.Minute}); got.Acquired {
+	if got, _ := b.Acquire(ctx, driver.Request{Key: "k2", Owner: w, Lease: time.Minute, Fair: true, Wait: true, QueueTTL: time.Minute}); got.Acquired {
 		t.Fatal("fair waiter granted a held key")
 	}
 	_ = b.Release(ctx, "k2", x)

@@ -8,7 +8,7 @@
 // Tokens come from one counter per Backend, so they are strictly increasing
 // for every key, and nothing is kept for a key once it is free. A set of
 // keys (Client.AcquireMany) is taken and given back in one call each
-// (lockx.ManyAcquirer, lockx.ManyReleaser).
+// (driver.ManyAcquirer, driver.ManyReleaser).
 package memlock
 
 import (
@@ -17,16 +17,17 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
-// Backend is an in-process lockx.Backend. The zero value is not usable; call
+// Backend is an in-process driver.Backend. The zero value is not usable; call
 // New. A Backend is safe for concurrent use.
 type Backend struct {
 	mu       sync.Mutex
 	locks    map[string]*entry
 	watchers backendkit.Registry[string, struct{}] // by key, guarded by mu
-	token    lockx.Token
+	token    driver.Token
 	now      func() time.Time
 
 	// Read/write locks and semaphores, guarded by mu like the lock table and
@@ -41,19 +42,19 @@ type Backend struct {
 }
 
 type entry struct {
-	owner   lockx.Owner // "" while free but queued
-	token   lockx.Token
+	owner   driver.Owner // "" while free but queued
+	token   driver.Token
 	expires time.Time
 	queue   []queued // fair waiters in arrival order
 }
 
 type queued struct {
-	owner    lockx.Owner
+	owner    driver.Owner
 	deadline time.Time
 }
 
 // wakeOwner wakes owner's watchers of key. Callers hold b.mu.
-func (b *Backend) wakeOwner(key string, owner lockx.Owner) { b.watchers.WakeOwner(key, owner) }
+func (b *Backend) wakeOwner(key string, owner driver.Owner) { b.watchers.WakeOwner(key, owner) }
 
 // wakeEvery wakes every watcher of key. Callers hold b.mu.
 func (b *Backend) wakeEvery(key string) { b.watchers.WakeAll(key) }
@@ -67,8 +68,8 @@ func New() *Backend {
 }
 
 var (
-	_ lockx.Backend  = (*Backend)(nil)
-	_ lockx.Notifier = (*Backend)(nil)
+	_ driver.Backend  = (*Backend)(nil)
+	_ driver.Notifier = (*Backend)(nil)
 )
 
 // live returns key's entry with expired holders and queue entries dropped,
@@ -95,10 +96,10 @@ func (b *Backend) live(key string, now time.Time) *entry {
 	return e
 }
 
-// Acquire implements lockx.Backend.
-func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+// Acquire implements driver.Backend.
+func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
 	if err := ctx.Err(); err != nil {
-		return lockx.Result{}, err
+		return driver.Result{}, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -111,7 +112,7 @@ func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result,
 		if req.Fair && req.Wait {
 			e = b.enqueue(req, e, now)
 		}
-		return lockx.Result{TTL: holderTTL(e, now)}, nil
+		return driver.Result{TTL: holderTTL(e, now)}, nil
 	}
 	return b.grant(req, e, now), nil
 }
@@ -120,7 +121,7 @@ func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result,
 // free, nobody queued), req's owner not holding it: it is free, and no fair
 // waiter is queued ahead — a plain request yields to every live fair
 // waiter, a fair one to every one but itself at the head.
-func mayGrant(req lockx.Request, e *entry) bool {
+func mayGrant(req driver.Request, e *entry) bool {
 	switch {
 	case e == nil:
 		return true
@@ -142,14 +143,14 @@ func holderTTL(e *entry, now time.Time) time.Duration {
 
 // regrant is the idempotent re-grant of a lock req's owner holds already
 // (live entry e): its lease renewed, its token kept. Callers hold b.mu.
-func regrant(req lockx.Request, e *entry, now time.Time) lockx.Result {
+func regrant(req driver.Request, e *entry, now time.Time) driver.Result {
 	e.expires = now.Add(req.Lease)
-	return lockx.Result{Acquired: true, Token: e.token, TTL: req.Lease}
+	return driver.Result{Acquired: true, Token: e.token, TTL: req.Lease}
 }
 
 // grant gives req the lock whose live entry is e (nil for a new one) with
 // the next token. Callers hold b.mu and checked mayGrant.
-func (b *Backend) grant(req lockx.Request, e *entry, now time.Time) lockx.Result {
+func (b *Backend) grant(req driver.Request, e *entry, now time.Time) driver.Result {
 	if e == nil {
 		e = &entry{}
 		b.locks[req.Key] = e
@@ -159,10 +160,10 @@ func (b *Backend) grant(req lockx.Request, e *entry, now time.Time) lockx.Result
 	}
 	b.token++
 	e.owner, e.token, e.expires = req.Owner, b.token, now.Add(req.Lease)
-	return lockx.Result{Acquired: true, Token: e.token, TTL: req.Lease}
+	return driver.Result{Acquired: true, Token: e.token, TTL: req.Lease}
 }
 
-func (b *Backend) enqueue(req lockx.Request, e *entry, now time.Time) *entry {
+func (b *Backend) enqueue(req driver.Request, e *entry, now time.Time) *entry {
 	if e == nil {
 		e = &entry{}
 		b.locks[req.Key] = e
@@ -181,8 +182,8 @@ func (b *Backend) enqueue(req lockx.Request, e *entry, now time.Time) *entry {
 	return e
 }
 
-// Extend implements lockx.Backend.
-func (b *Backend) Extend(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) error {
+// Extend implements driver.Backend.
+func (b *Backend) Extend(ctx context.Context, key string, owner driver.Owner, lease time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -191,24 +192,24 @@ func (b *Backend) Extend(ctx context.Context, key string, owner lockx.Owner, lea
 	now := b.now()
 	e := b.live(key, now)
 	if e == nil || e.owner != owner {
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	e.expires = now.Add(lease)
 	return nil
 }
 
-// Release implements lockx.Backend.
-func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) error {
+// Release implements driver.Backend.
+func (b *Backend) Release(ctx context.Context, key string, owner driver.Owner) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.release(key, owner, b.now())
 }
 
 // release is Release under b.mu.
-func (b *Backend) release(key string, owner lockx.Owner, now time.Time) error {
+func (b *Backend) release(key string, owner driver.Owner, now time.Time) error {
 	e := b.live(key, now)
 	if e == nil {
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	if e.owner != owner {
 		for i, w := range e.queue {
@@ -221,7 +222,7 @@ func (b *Backend) release(key string, owner lockx.Owner, now time.Time) error {
 				break
 			}
 		}
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	e.owner = ""
 	b.wake(key, e)
@@ -239,8 +240,8 @@ func (b *Backend) wake(key string, e *entry) {
 	b.wakeEvery(key)
 }
 
-// TTL implements lockx.Backend.
-func (b *Backend) TTL(ctx context.Context, key string, owner lockx.Owner) (time.Duration, error) {
+// TTL implements driver.Backend.
+func (b *Backend) TTL(ctx context.Context, key string, owner driver.Owner) (time.Duration, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -249,13 +250,13 @@ func (b *Backend) TTL(ctx context.Context, key string, owner lockx.Owner) (time.
 	now := b.now()
 	e := b.live(key, now)
 	if e == nil || e.owner != owner {
-		return 0, lockx.ErrNotHeld
+		return 0, driver.ErrNotHeld
 	}
 	return e.expires.Sub(now), nil
 }
 
-// Watch implements lockx.Notifier.
-func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-chan struct{}, func(), error) {
+// Watch implements driver.Notifier.
+func (b *Backend) Watch(ctx context.Context, key string, owner driver.Owner) (<-chan struct{}, func(), error) {
 	b.mu.Lock()
 	w := b.watchers.Add(key, owner)
 	b.mu.Unlock()
@@ -266,6 +267,6 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 	}, nil
 }
 
-// Close implements lockx.Backend. It keeps the state: locks held in the
+// Close implements driver.Backend. It keeps the state: locks held in the
 // backend outlive a Client closed over it, as they would on a server.
 func (b *Backend) Close() error { return nil }

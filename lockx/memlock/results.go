@@ -2,13 +2,12 @@ package memlock
 
 import (
 	"context"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"sync"
 	"time"
-
-	"github.com/lockx-go/lockx/lockx"
 )
 
-// ResultStore is an in-process lockx.ResultStore: the outcomes of
+// ResultStore is an in-process driver.ResultStore: the outcomes of
 // idempotent calls in a map, each dropped when its retention ends. It is
 // for single-process programs and for tests; outcomes die with the process.
 // The zero value is ready to use and safe for concurrent use.
@@ -20,7 +19,7 @@ type ResultStore struct {
 }
 
 type storedResult struct {
-	o       lockx.Outcome
+	o       driver.Outcome
 	expires time.Time
 }
 
@@ -32,8 +31,8 @@ const sweepEvery = 1024
 func NewResultStore() *ResultStore { return &ResultStore{} }
 
 var (
-	_ lockx.ResultStore = (*ResultStore)(nil)
-	_ lockx.ResultStore = (*Backend)(nil)
+	_ driver.ResultStore = (*ResultStore)(nil)
+	_ driver.ResultStore = (*Backend)(nil)
 )
 
 func (s *ResultStore) clock() time.Time {
@@ -43,34 +42,34 @@ func (s *ResultStore) clock() time.Time {
 	return time.Now()
 }
 
-// LoadResult implements lockx.ResultStore.
-func (s *ResultStore) LoadResult(ctx context.Context, key string) (lockx.Outcome, error) {
-	if err := lockx.CheckResultArgs(key, 1); err != nil {
-		return lockx.Outcome{}, err
+// LoadResult implements driver.ResultStore.
+func (s *ResultStore) LoadResult(ctx context.Context, key string) (driver.Outcome, error) {
+	if err := driver.CheckResultArgs(key, 1); err != nil {
+		return driver.Outcome{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return lockx.Outcome{}, err
+		return driver.Outcome{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.m[key]
 	if !ok {
-		return lockx.Outcome{}, lockx.ErrNoResult
+		return driver.Outcome{}, driver.ErrNoResult
 	}
 	if !s.clock().Before(r.expires) {
 		delete(s.m, key)
-		return lockx.Outcome{}, lockx.ErrNoResult
+		return driver.Outcome{}, driver.ErrNoResult
 	}
 	return r.o, nil
 }
 
-// SaveResult implements lockx.ResultStore.
-func (s *ResultStore) SaveResult(ctx context.Context, key string, o lockx.Outcome, retention time.Duration) (lockx.Outcome, bool, error) {
-	if err := lockx.CheckResultArgs(key, retention); err != nil {
-		return lockx.Outcome{}, false, err
+// SaveResult implements driver.ResultStore.
+func (s *ResultStore) SaveResult(ctx context.Context, key string, o driver.Outcome, retention time.Duration) (driver.Outcome, bool, error) {
+	if err := driver.CheckResultArgs(key, retention); err != nil {
+		return driver.Outcome{}, false, err
 	}
 	if err := ctx.Err(); err != nil {
-		return lockx.Outcome{}, false, err
+		return driver.Outcome{}, false, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -95,9 +94,9 @@ func (s *ResultStore) SaveResult(ctx context.Context, key string, o lockx.Outcom
 	return o, true, nil
 }
 
-// DeleteResult implements lockx.ResultStore.
+// DeleteResult implements driver.ResultStore.
 func (s *ResultStore) DeleteResult(ctx context.Context, key string) error {
-	if err := lockx.CheckResultArgs(key, 1); err != nil {
+	if err := driver.CheckResultArgs(key, 1); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -114,23 +113,23 @@ func (s *ResultStore) Len() int {
 	return len(s.m)
 }
 
-// LoadResult implements lockx.ResultStore on the backend's own result
+// LoadResult implements driver.ResultStore on the backend's own result
 // state, so that a single-process program gets idempotency from one value:
 //
 //	b := memlock.New()
 //	guard, err := idempotency.New(lockx.New(b)) // finds b's ResultStore
 //
 // The results of a Backend live as long as the Backend does.
-func (b *Backend) LoadResult(ctx context.Context, key string) (lockx.Outcome, error) {
+func (b *Backend) LoadResult(ctx context.Context, key string) (driver.Outcome, error) {
 	return b.resultStore().LoadResult(ctx, key)
 }
 
-// SaveResult implements lockx.ResultStore; see LoadResult.
-func (b *Backend) SaveResult(ctx context.Context, key string, o lockx.Outcome, retention time.Duration) (lockx.Outcome, bool, error) {
+// SaveResult implements driver.ResultStore; see LoadResult.
+func (b *Backend) SaveResult(ctx context.Context, key string, o driver.Outcome, retention time.Duration) (driver.Outcome, bool, error) {
 	return b.resultStore().SaveResult(ctx, key, o, retention)
 }
 
-// DeleteResult implements lockx.ResultStore; see LoadResult.
+// DeleteResult implements driver.ResultStore; see LoadResult.
 func (b *Backend) DeleteResult(ctx context.Context, key string) error {
 	return b.resultStore().DeleteResult(ctx, key)
 }

@@ -6,27 +6,28 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
-var _ lockx.RWBackend = (*Backend)(nil)
+var _ driver.RWBackend = (*Backend)(nil)
 
 // rwEntry is one read/write lock. Like semEntry it sweeps expired holds and
 // queue entries only once one may be due, indexes its queue by owner and
 // counts its queued writers, so a decision does not walk every reader.
 type rwEntry struct {
-	writer   lockx.Owner
+	writer   driver.Owner
 	wExpires time.Time
-	readers  map[lockx.Owner]time.Time
-	token    lockx.Token // the latest write's token: the readers' epoch
+	readers  map[driver.Owner]time.Time
+	token    driver.Token // the latest write's token: the readers' epoch
 	queue    []*rwWaiter
-	queued   map[lockx.Owner]*rwWaiter
+	queued   map[driver.Owner]*rwWaiter
 	writers  int // queued writers
 	due      due
 }
 
 type rwWaiter struct {
-	owner    lockx.Owner
-	mode     lockx.RWMode
+	owner    driver.Owner
+	mode     driver.RWMode
 	deadline time.Time
 }
 
@@ -73,31 +74,31 @@ func (b *Backend) liveRW(key string, now time.Time) *rwEntry {
 	return e
 }
 
-// AcquireRW implements lockx.RWBackend.
-func (b *Backend) AcquireRW(ctx context.Context, mode lockx.RWMode, req lockx.Request) (lockx.Result, error) {
+// AcquireRW implements driver.RWBackend.
+func (b *Backend) AcquireRW(ctx context.Context, mode driver.RWMode, req driver.Request) (driver.Result, error) {
 	if err := ctx.Err(); err != nil {
-		return lockx.Result{}, err
+		return driver.Result{}, err
 	}
-	if mode != lockx.ModeRead && mode != lockx.ModeWrite {
-		return lockx.Result{}, &lockx.ArgError{Arg: "mode", Reason: "neither read nor write"}
+	if mode != driver.ModeRead && mode != driver.ModeWrite {
+		return driver.Result{}, &driver.ArgError{Arg: "mode", Reason: "neither read nor write"}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
 	e := b.liveRW(req.Key, now)
 	if e == nil {
-		e = &rwEntry{readers: make(map[lockx.Owner]time.Time), queued: make(map[lockx.Owner]*rwWaiter)}
+		e = &rwEntry{readers: make(map[driver.Owner]time.Time), queued: make(map[driver.Owner]*rwWaiter)}
 		b.rwTable()[req.Key] = e
 	}
 	exp := now.Add(req.Lease)
-	if mode == lockx.ModeWrite {
+	if mode == driver.ModeWrite {
 		if e.writer == req.Owner {
 			e.wExpires = exp
 			e.due.hold(exp)
-			return lockx.Result{Acquired: true, Token: e.token, TTL: req.Lease}, nil
+			return driver.Result{Acquired: true, Token: e.token, TTL: req.Lease}, nil
 		}
 		if _, reads := e.readers[req.Owner]; reads {
-			return lockx.Result{}, lockx.ErrUpgrade
+			return driver.Result{}, driver.ErrUpgrade
 		}
 		free := e.writer == "" && len(e.readers) == 0
 		if free && len(e.queue) > 0 && e.queue[0].owner != req.Owner {
@@ -107,7 +108,7 @@ func (b *Backend) AcquireRW(ctx context.Context, mode lockx.RWMode, req lockx.Re
 			if req.Wait {
 				e.enqueue(req, mode, now)
 			}
-			res := lockx.Result{TTL: e.blockerTTL(now)}
+			res := driver.Result{TTL: e.blockerTTL(now)}
 			b.liveRW(req.Key, now)
 			return res, nil
 		}
@@ -115,13 +116,13 @@ func (b *Backend) AcquireRW(ctx context.Context, mode lockx.RWMode, req lockx.Re
 		b.token++
 		e.writer, e.wExpires, e.token = req.Owner, exp, b.token
 		e.due.hold(exp)
-		return lockx.Result{Acquired: true, Token: e.token, TTL: req.Lease}, nil
+		return driver.Result{Acquired: true, Token: e.token, TTL: req.Lease}, nil
 	}
 
 	if _, ok := e.readers[req.Owner]; ok {
 		e.readers[req.Owner] = exp
 		e.due.hold(exp)
-		return lockx.Result{Acquired: true, Token: e.token, TTL: req.Lease}, nil
+		return driver.Result{Acquired: true, Token: e.token, TTL: req.Lease}, nil
 	}
 	blocked := e.writer != "" && e.writer != req.Owner
 	if !blocked && req.Fair && e.writer != req.Owner {
@@ -131,7 +132,7 @@ func (b *Backend) AcquireRW(ctx context.Context, mode lockx.RWMode, req lockx.Re
 		if req.Wait && req.Fair {
 			e.enqueue(req, mode, now)
 		}
-		res := lockx.Result{TTL: e.blockerTTL(now)}
+		res := driver.Result{TTL: e.blockerTTL(now)}
 		b.liveRW(req.Key, now)
 		return res, nil
 	}
@@ -142,12 +143,12 @@ func (b *Backend) AcquireRW(ctx context.Context, mode lockx.RWMode, req lockx.Re
 	}
 	e.readers[req.Owner] = exp
 	e.due.hold(exp)
-	return lockx.Result{Acquired: true, Token: e.token, TTL: req.Lease}, nil
+	return driver.Result{Acquired: true, Token: e.token, TTL: req.Lease}, nil
 }
 
 // writerAhead reports whether a writer is queued ahead of owner (anywhere
 // in the queue if owner is not queued).
-func (e *rwEntry) writerAhead(owner lockx.Owner) bool {
+func (e *rwEntry) writerAhead(owner driver.Owner) bool {
 	if e.writers == 0 {
 		return false
 	}
@@ -158,14 +159,14 @@ func (e *rwEntry) writerAhead(owner lockx.Owner) bool {
 		if w.owner == owner {
 			return false
 		}
-		if w.mode == lockx.ModeWrite {
+		if w.mode == driver.ModeWrite {
 			return true
 		}
 	}
 	return false
 }
 
-func (e *rwEntry) enqueue(req lockx.Request, mode lockx.RWMode, now time.Time) {
+func (e *rwEntry) enqueue(req driver.Request, mode driver.RWMode, now time.Time) {
 	qttl := req.QueueTTL
 	if qttl <= 0 {
 		qttl = lockx.DefaultQueueTTL
@@ -173,10 +174,10 @@ func (e *rwEntry) enqueue(req lockx.Request, mode lockx.RWMode, now time.Time) {
 	deadline := now.Add(qttl)
 	e.due.queued(deadline)
 	if w := e.queued[req.Owner]; w != nil {
-		if w.mode == lockx.ModeWrite {
+		if w.mode == driver.ModeWrite {
 			e.writers--
 		}
-		if mode == lockx.ModeWrite {
+		if mode == driver.ModeWrite {
 			e.writers++
 		}
 		w.deadline, w.mode = deadline, mode
@@ -185,7 +186,7 @@ func (e *rwEntry) enqueue(req lockx.Request, mode lockx.RWMode, now time.Time) {
 	w := &rwWaiter{owner: req.Owner, mode: mode, deadline: deadline}
 	e.queue = append(e.queue, w)
 	e.queued[req.Owner] = w
-	if mode == lockx.ModeWrite {
+	if mode == driver.ModeWrite {
 		e.writers++
 	}
 }
@@ -194,12 +195,12 @@ func (e *rwEntry) enqueue(req lockx.Request, mode lockx.RWMode, now time.Time) {
 // from the queue itself.
 func (e *rwEntry) forget(w *rwWaiter) {
 	delete(e.queued, w.owner)
-	if w.mode == lockx.ModeWrite {
+	if w.mode == driver.ModeWrite {
 		e.writers--
 	}
 }
 
-func (e *rwEntry) dequeue(owner lockx.Owner) bool {
+func (e *rwEntry) dequeue(owner driver.Owner) bool {
 	w := e.queued[owner]
 	if w == nil {
 		return false
@@ -220,8 +221,8 @@ func (e *rwEntry) blockerTTL(now time.Time) time.Duration {
 	return left(e.due.holds, now)
 }
 
-// ExtendRW implements lockx.RWBackend.
-func (b *Backend) ExtendRW(ctx context.Context, mode lockx.RWMode, key string, owner lockx.Owner, lease time.Duration) error {
+// ExtendRW implements driver.RWBackend.
+func (b *Backend) ExtendRW(ctx context.Context, mode driver.RWMode, key string, owner driver.Owner, lease time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -231,35 +232,35 @@ func (b *Backend) ExtendRW(ctx context.Context, mode lockx.RWMode, key string, o
 	e := b.liveRW(key, now)
 	switch {
 	case e == nil:
-		return lockx.ErrNotHeld
-	case mode == lockx.ModeWrite && e.writer == owner:
+		return driver.ErrNotHeld
+	case mode == driver.ModeWrite && e.writer == owner:
 		e.wExpires = now.Add(lease)
 		e.due.hold(e.wExpires)
 		return nil
-	case mode == lockx.ModeRead:
+	case mode == driver.ModeRead:
 		if _, ok := e.readers[owner]; ok {
 			e.readers[owner] = now.Add(lease)
 			e.due.hold(e.readers[owner])
 			return nil
 		}
 	}
-	return lockx.ErrNotHeld
+	return driver.ErrNotHeld
 }
 
-// ReleaseRW implements lockx.RWBackend.
-func (b *Backend) ReleaseRW(ctx context.Context, mode lockx.RWMode, key string, owner lockx.Owner) error {
+// ReleaseRW implements driver.RWBackend.
+func (b *Backend) ReleaseRW(ctx context.Context, mode driver.RWMode, key string, owner driver.Owner) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
 	e := b.liveRW(key, now)
 	if e == nil {
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
-	err := lockx.ErrNotHeld
+	err := driver.ErrNotHeld
 	switch {
-	case mode == lockx.ModeWrite && e.writer == owner:
+	case mode == driver.ModeWrite && e.writer == owner:
 		e.writer, err = "", nil
-	case mode == lockx.ModeRead:
+	case mode == driver.ModeRead:
 		if _, ok := e.readers[owner]; ok {
 			delete(e.readers, owner)
 			err = nil
@@ -286,7 +287,7 @@ func (b *Backend) wakeRW(key string, e *rwEntry) {
 		return
 	}
 	for i, w := range e.queue {
-		if w.mode == lockx.ModeWrite {
+		if w.mode == driver.ModeWrite {
 			if i == 0 && len(e.readers) == 0 {
 				b.wakeOwner(key, w.owner)
 			}

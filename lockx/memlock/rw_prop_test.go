@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // fakeClock is a manual clock for the backend's now.
@@ -23,7 +24,7 @@ func (c *fakeClock) advance(d time.Duration) { c.t = c.t.Add(d) }
 func TestRWRandomInterleavings(t *testing.T) {
 	ctx := context.Background()
 	owners := []lockx.Owner{"a", "b", "c", "d", "e"}
-	modes := []lockx.RWMode{lockx.ModeRead, lockx.ModeWrite}
+	modes := []driver.RWMode{driver.ModeRead, driver.ModeWrite}
 	for seed := uint64(0); seed < 300; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 5))
 		clk := &fakeClock{t: time.Unix(1e9, 0)}
@@ -31,7 +32,7 @@ func TestRWRandomInterleavings(t *testing.T) {
 		b.now = clk.now
 		type hold struct {
 			owner lockx.Owner
-			mode  lockx.RWMode
+			mode  driver.RWMode
 		}
 		live := map[hold]time.Time{} // the model: lease end of each hold
 		var lastWrite lockx.Token
@@ -41,17 +42,17 @@ func TestRWRandomInterleavings(t *testing.T) {
 			lease := time.Duration(1+rng.IntN(5)) * time.Second
 			switch rng.IntN(5) {
 			case 0, 1:
-				req := lockx.Request{Key: "k", Owner: o, Lease: lease, Fair: rng.IntN(2) == 0, Wait: rng.IntN(2) == 0, QueueTTL: 3 * time.Second}
+				req := driver.Request{Key: "k", Owner: o, Lease: lease, Fair: rng.IntN(2) == 0, Wait: rng.IntN(2) == 0, QueueTTL: 3 * time.Second}
 				res, err := b.AcquireRW(ctx, m, req)
 				if err != nil {
-					if err != lockx.ErrUpgrade {
+					if err != driver.ErrUpgrade {
 						t.Fatalf("seed %d step %d: AcquireRW: %v", seed, step, err)
 					}
 					continue
 				}
 				if res.Acquired {
 					h := hold{o, m}
-					if _, again := live[h]; !again && m == lockx.ModeWrite {
+					if _, again := live[h]; !again && m == driver.ModeWrite {
 						if res.Token <= lastWrite {
 							t.Fatalf("seed %d step %d: write token %v not above %v", seed, step, res.Token, lastWrite)
 						}
@@ -83,7 +84,7 @@ func TestRWRandomInterleavings(t *testing.T) {
 			}
 			var writer lockx.Owner
 			for h := range live {
-				if h.mode == lockx.ModeWrite {
+				if h.mode == driver.ModeWrite {
 					writer = h.owner
 				}
 			}
@@ -125,8 +126,8 @@ func TestSemaphoreRandomInterleavings(t *testing.T) {
 			switch rng.IntN(6) {
 			case 0, 1:
 				n := int64(1 + rng.IntN(int(limit)))
-				req := lockx.PermitRequest{
-					Request: lockx.Request{Key: "k", Owner: o, Lease: lease, Fair: rng.IntN(2) == 0, Wait: rng.IntN(2) == 0, QueueTTL: 3 * time.Second},
+				req := driver.PermitRequest{
+					Request: driver.Request{Key: "k", Owner: o, Lease: lease, Fair: rng.IntN(2) == 0, Wait: rng.IntN(2) == 0, QueueTTL: 3 * time.Second},
 					Limit:   limit, Count: n,
 				}
 				res, err := b.AcquirePermits(ctx, req)

@@ -6,31 +6,32 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
-var _ lockx.SemaphoreBackend = (*Backend)(nil)
+var _ driver.SemaphoreBackend = (*Backend)(nil)
 
 // semEntry is one semaphore. Its counters (inUse, queued) and the
 // owner index keep every decision independent of the number of holders and
 // waiters: a grant or refusal looks at the queue only as far as the permits
 // reach, and expired leases are swept only once the earliest of them is due.
 type semEntry struct {
-	holders map[lockx.Owner]*semHold
+	holders map[driver.Owner]*semHold
 	inUse   int64 // permits of the holders
 	queue   []*semWaiter
-	queued  map[lockx.Owner]*semWaiter
+	queued  map[driver.Owner]*semWaiter
 	qCount  int64 // permits asked for by the queue
 	due     due
 }
 
 type semHold struct {
 	count   int64
-	token   lockx.Token
+	token   driver.Token
 	expires time.Time
 }
 
 type semWaiter struct {
-	owner    lockx.Owner
+	owner    driver.Owner
 	count    int64
 	limit    int64
 	deadline time.Time
@@ -76,33 +77,33 @@ func (b *Backend) liveSem(key string, now time.Time) *semEntry {
 	return e
 }
 
-// AcquirePermits implements lockx.SemaphoreBackend.
-func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (lockx.Result, error) {
+// AcquirePermits implements driver.SemaphoreBackend.
+func (b *Backend) AcquirePermits(ctx context.Context, req driver.PermitRequest) (driver.Result, error) {
 	if err := ctx.Err(); err != nil {
-		return lockx.Result{}, err
+		return driver.Result{}, err
 	}
-	if err := lockx.CheckPermitRequest(req); err != nil {
-		return lockx.Result{}, err
+	if err := driver.CheckPermitRequest(req); err != nil {
+		return driver.Result{}, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
 	e := b.liveSem(req.Key, now)
 	if e == nil {
-		e = &semEntry{holders: make(map[lockx.Owner]*semHold), queued: make(map[lockx.Owner]*semWaiter)}
+		e = &semEntry{holders: make(map[driver.Owner]*semHold), queued: make(map[driver.Owner]*semWaiter)}
 		b.semTable()[req.Key] = e
 	}
 	exp := now.Add(req.Lease)
 	if h := e.holders[req.Owner]; h != nil {
 		h.expires = exp
 		e.due.hold(exp)
-		return lockx.Result{Acquired: true, Token: h.token, TTL: req.Lease}, nil
+		return driver.Result{Acquired: true, Token: h.token, TTL: req.Lease}, nil
 	}
 	if !e.fits(req) {
 		if req.Wait && req.Fair {
 			e.enqueue(req, now)
 		}
-		res := lockx.Result{TTL: e.soonestExpiry(now)}
+		res := driver.Result{TTL: e.soonestExpiry(now)}
 		b.liveSem(req.Key, now)
 		return res, nil
 	}
@@ -114,14 +115,14 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 	if len(e.queue) > 0 {
 		b.wakeSem(req.Key, e) // the next in line may fit as well
 	}
-	return lockx.Result{Acquired: true, Token: b.token, TTL: req.Lease}, nil
+	return driver.Result{Acquired: true, Token: b.token, TTL: req.Lease}, nil
 }
 
 // fits reports whether req can be granted now. First come, first served:
 // with Fair the requests queued ahead count as taken, so a large request is
 // never overtaken, while the whole prefix of the queue that fits is granted
 // at once rather than one head at a time.
-func (e *semEntry) fits(req lockx.PermitRequest) bool {
+func (e *semEntry) fits(req driver.PermitRequest) bool {
 	need := e.inUse + req.Count
 	if !req.Fair || need > req.Limit {
 		return need <= req.Limit
@@ -140,7 +141,7 @@ func (e *semEntry) fits(req lockx.PermitRequest) bool {
 	return true
 }
 
-func (e *semEntry) enqueue(req lockx.PermitRequest, now time.Time) {
+func (e *semEntry) enqueue(req driver.PermitRequest, now time.Time) {
 	qttl := req.QueueTTL
 	if qttl <= 0 {
 		qttl = lockx.DefaultQueueTTL
@@ -158,7 +159,7 @@ func (e *semEntry) enqueue(req lockx.PermitRequest, now time.Time) {
 	e.qCount += req.Count
 }
 
-func (e *semEntry) dequeue(owner lockx.Owner) bool {
+func (e *semEntry) dequeue(owner driver.Owner) bool {
 	w := e.queued[owner]
 	if w == nil {
 		return false
@@ -177,8 +178,8 @@ func (e *semEntry) soonestExpiry(now time.Time) time.Duration {
 	return left(e.due.holds, now)
 }
 
-// ExtendPermits implements lockx.SemaphoreBackend.
-func (b *Backend) ExtendPermits(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) error {
+// ExtendPermits implements driver.SemaphoreBackend.
+func (b *Backend) ExtendPermits(ctx context.Context, key string, owner driver.Owner, lease time.Duration) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -187,7 +188,7 @@ func (b *Backend) ExtendPermits(ctx context.Context, key string, owner lockx.Own
 	now := b.now()
 	e := b.liveSem(key, now)
 	if e == nil || e.holders[owner] == nil {
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	exp := now.Add(lease)
 	e.holders[owner].expires = exp
@@ -195,16 +196,16 @@ func (b *Backend) ExtendPermits(ctx context.Context, key string, owner lockx.Own
 	return nil
 }
 
-// ReleasePermits implements lockx.SemaphoreBackend.
-func (b *Backend) ReleasePermits(ctx context.Context, key string, owner lockx.Owner) error {
+// ReleasePermits implements driver.SemaphoreBackend.
+func (b *Backend) ReleasePermits(ctx context.Context, key string, owner driver.Owner) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
 	e := b.liveSem(key, now)
 	if e == nil {
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
-	err := lockx.ErrNotHeld
+	err := driver.ErrNotHeld
 	if h := e.holders[owner]; h != nil {
 		delete(e.holders, owner)
 		e.inUse -= h.count
@@ -217,18 +218,18 @@ func (b *Backend) ReleasePermits(ctx context.Context, key string, owner lockx.Ow
 	return err
 }
 
-// Permits implements lockx.SemaphoreBackend.
-func (b *Backend) Permits(ctx context.Context, key string) (lockx.PermitUsage, error) {
+// Permits implements driver.SemaphoreBackend.
+func (b *Backend) Permits(ctx context.Context, key string) (driver.PermitUsage, error) {
 	if err := ctx.Err(); err != nil {
-		return lockx.PermitUsage{}, err
+		return driver.PermitUsage{}, err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.liveSem(key, b.now())
 	if e == nil {
-		return lockx.PermitUsage{}, nil
+		return driver.PermitUsage{}, nil
 	}
-	return lockx.PermitUsage{InUse: e.inUse, Holders: int64(len(e.holders)), Waiting: int64(len(e.queue))}, nil
+	return driver.PermitUsage{InUse: e.inUse, Holders: int64(len(e.holders)), Waiting: int64(len(e.queue))}, nil
 }
 
 // wakeSem wakes the queued owners whose requests fit, in queue order, up to

@@ -2,14 +2,13 @@ package memlock
 
 import (
 	"context"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"sort"
 	"sync"
 	"time"
-
-	"github.com/lockx-go/lockx/lockx"
 )
 
-// StockStore is an in-process lockx.StockBackend: segmented inventory
+// StockStore is an in-process driver.StockBackend: segmented inventory
 // counters with their ledgers and per-user quotas in maps, under one mutex.
 // It is for single-process programs and tests. The zero value is ready to
 // use and safe for concurrent use.
@@ -22,15 +21,15 @@ type StockStore struct {
 
 type memSegment struct {
 	level, supplied int64
-	entries         map[string]lockx.StockEntry
+	entries         map[string]driver.StockEntry
 }
 
 // NewStockStore returns an empty in-process stock store.
 func NewStockStore() *StockStore { return &StockStore{} }
 
 var (
-	_ lockx.StockBackend = (*StockStore)(nil)
-	_ lockx.StockBackend = (*Backend)(nil)
+	_ driver.StockBackend = (*StockStore)(nil)
+	_ driver.StockBackend = (*Backend)(nil)
 )
 
 func (s *StockStore) clock() time.Time {
@@ -42,27 +41,27 @@ func (s *StockStore) clock() time.Time {
 
 // segment returns segment seg of sku, or an error. Callers hold s.mu.
 func (s *StockStore) segment(sku string, seg int) (*memSegment, error) {
-	if err := lockx.CheckStockArgs(sku, seg); err != nil {
+	if err := driver.CheckStockArgs(sku, seg); err != nil {
 		return nil, err
 	}
 	segs, ok := s.skus[sku]
 	if !ok {
-		return nil, lockx.ErrNoStock
+		return nil, driver.ErrNoStock
 	}
 	if seg >= len(segs) {
-		return nil, &lockx.ArgError{Arg: "segment", Reason: "beyond the SKU's segment count"}
+		return nil, &driver.ArgError{Arg: "segment", Reason: "beyond the SKU's segment count"}
 	}
 	return segs[seg], nil
 }
 
-// InitStock implements lockx.StockBackend.
+// InitStock implements driver.StockBackend.
 func (s *StockStore) InitStock(ctx context.Context, sku string, levels []int64) (int, bool, error) {
-	if err := lockx.CheckStockArgs(sku, len(levels)-1); err != nil {
+	if err := driver.CheckStockArgs(sku, len(levels)-1); err != nil {
 		return 0, false, err
 	}
 	for _, l := range levels {
 		if l < 0 {
-			return 0, false, &lockx.ArgError{Arg: "level", Reason: "must not be negative"}
+			return 0, false, &driver.ArgError{Arg: "level", Reason: "must not be negative"}
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -78,13 +77,13 @@ func (s *StockStore) InitStock(ctx context.Context, sku string, levels []int64) 
 	}
 	segs := make([]*memSegment, len(levels))
 	for i, l := range levels {
-		segs[i] = &memSegment{level: l, supplied: l, entries: make(map[string]lockx.StockEntry)}
+		segs[i] = &memSegment{level: l, supplied: l, entries: make(map[string]driver.StockEntry)}
 	}
 	s.skus[sku] = segs
 	return len(segs), true, nil
 }
 
-// StockLevels implements lockx.StockBackend.
+// StockLevels implements driver.StockBackend.
 func (s *StockStore) StockLevels(ctx context.Context, sku string, segs []int) ([]int64, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -102,9 +101,9 @@ func (s *StockStore) StockLevels(ctx context.Context, sku string, segs []int) ([
 	return out, nil
 }
 
-// TakeStock implements lockx.StockBackend.
-func (s *StockStore) TakeStock(ctx context.Context, t lockx.StockTake) (int64, error) {
-	if err := lockx.CheckStockTake(t); err != nil {
+// TakeStock implements driver.StockBackend.
+func (s *StockStore) TakeStock(ctx context.Context, t driver.StockTake) (int64, error) {
+	if err := driver.CheckStockTake(t); err != nil {
 		return 0, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -120,9 +119,9 @@ func (s *StockStore) TakeStock(ctx context.Context, t lockx.StockTake) (int64, e
 		return sg.level, nil
 	}
 	if sg.level < t.Qty || (t.Expect > 0 && sg.level != t.Expect) {
-		return sg.level, lockx.ErrStockShort
+		return sg.level, driver.ErrStockShort
 	}
-	e := lockx.StockEntry{ID: t.ID, User: t.User, Qty: t.Qty}
+	e := driver.StockEntry{ID: t.ID, User: t.User, Qty: t.Qty}
 	if t.TTL > 0 {
 		e.Deadline = s.clock().Add(t.TTL)
 	}
@@ -131,7 +130,7 @@ func (s *StockStore) TakeStock(ctx context.Context, t lockx.StockTake) (int64, e
 	return sg.level, nil
 }
 
-// SettleStock implements lockx.StockBackend.
+// SettleStock implements driver.StockBackend.
 func (s *StockStore) SettleStock(ctx context.Context, sku string, seg int, id string, confirm bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -144,7 +143,7 @@ func (s *StockStore) SettleStock(ctx context.Context, sku string, seg int, id st
 	}
 	e, ok := sg.entries[id]
 	if !ok {
-		return lockx.ErrNoStockEntry
+		return driver.ErrNoStockEntry
 	}
 	if !confirm {
 		delete(sg.entries, id)
@@ -152,14 +151,14 @@ func (s *StockStore) SettleStock(ctx context.Context, sku string, seg int, id st
 		return nil
 	}
 	if !e.Deadline.IsZero() && !s.clock().Before(e.Deadline) {
-		return lockx.ErrNoStockEntry // expired: ExpireStock removes it
+		return driver.ErrNoStockEntry // expired: ExpireStock removes it
 	}
 	e.Deadline = time.Time{}
 	sg.entries[id] = e
 	return nil
 }
 
-// AddStock implements lockx.StockBackend.
+// AddStock implements driver.StockBackend.
 func (s *StockStore) AddStock(ctx context.Context, sku string, seg int, n int64) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -171,15 +170,15 @@ func (s *StockStore) AddStock(ctx context.Context, sku string, seg int, n int64)
 		return 0, err
 	}
 	if sg.level+n < 0 {
-		return sg.level, lockx.ErrStockShort
+		return sg.level, driver.ErrStockShort
 	}
 	sg.level += n
 	sg.supplied += n
 	return sg.level, nil
 }
 
-// ExpireStock implements lockx.StockBackend.
-func (s *StockStore) ExpireStock(ctx context.Context, sku string, seg int, max int) ([]lockx.StockEntry, error) {
+// ExpireStock implements driver.StockBackend.
+func (s *StockStore) ExpireStock(ctx context.Context, sku string, seg int, max int) ([]driver.StockEntry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -190,7 +189,7 @@ func (s *StockStore) ExpireStock(ctx context.Context, sku string, seg int, max i
 		return nil, err
 	}
 	now := s.clock()
-	var out []lockx.StockEntry
+	var out []driver.StockEntry
 	for id, e := range sg.entries {
 		if len(out) >= max {
 			break
@@ -204,18 +203,18 @@ func (s *StockStore) ExpireStock(ctx context.Context, sku string, seg int, max i
 	return out, nil
 }
 
-// StockSegment implements lockx.StockBackend. Entries are sorted by ID.
-func (s *StockStore) StockSegment(ctx context.Context, sku string, seg int) (lockx.StockSegment, error) {
+// StockSegment implements driver.StockBackend. Entries are sorted by ID.
+func (s *StockStore) StockSegment(ctx context.Context, sku string, seg int) (driver.StockSegment, error) {
 	if err := ctx.Err(); err != nil {
-		return lockx.StockSegment{}, err
+		return driver.StockSegment{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sg, err := s.segment(sku, seg)
 	if err != nil {
-		return lockx.StockSegment{}, err
+		return driver.StockSegment{}, err
 	}
-	out := lockx.StockSegment{Level: sg.level, Supplied: sg.supplied, Entries: make([]lockx.StockEntry, 0, len(sg.entries))}
+	out := driver.StockSegment{Level: sg.level, Supplied: sg.supplied, Entries: make([]driver.StockEntry, 0, len(sg.entries))}
 	for _, e := range sg.entries {
 		out.Entries = append(out.Entries, e)
 	}
@@ -223,9 +222,9 @@ func (s *StockStore) StockSegment(ctx context.Context, sku string, seg int) (loc
 	return out, nil
 }
 
-// ClaimQuota implements lockx.StockBackend.
+// ClaimQuota implements driver.StockBackend.
 func (s *StockStore) ClaimQuota(ctx context.Context, sku, user string, delta, limit int64) (int64, error) {
-	if err := lockx.CheckStockArgs(sku, 0); err != nil {
+	if err := driver.CheckStockArgs(sku, 0); err != nil {
 		return 0, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -236,7 +235,7 @@ func (s *StockStore) ClaimQuota(ctx context.Context, sku, user string, delta, li
 	k := [2]string{sku, user}
 	n := s.quotas[k]
 	if delta > 0 && limit > 0 && n+delta > limit {
-		return n, lockx.ErrQuotaExceeded
+		return n, driver.ErrQuotaExceeded
 	}
 	n = max(n+delta, 0)
 	if s.quotas == nil {
@@ -250,21 +249,21 @@ func (s *StockStore) ClaimQuota(ctx context.Context, sku, user string, delta, li
 	return n, nil
 }
 
-// OrderStore is an in-process lockx.OrderStore, for tests and single-process
+// OrderStore is an in-process driver.OrderStore, for tests and single-process
 // programs. The zero value is ready to use and safe for concurrent use.
 type OrderStore struct {
 	mu     sync.Mutex
-	orders map[string]lockx.StockOrder // by SKU + "\x00" + ID; live orders only
-	unique map[[2]string]string        // (SKU, User) → ID of the live Unique order
+	orders map[string]driver.StockOrder // by SKU + "\x00" + ID; live orders only
+	unique map[[2]string]string         // (SKU, User) → ID of the live Unique order
 }
 
-var _ lockx.OrderStore = (*OrderStore)(nil)
+var _ driver.OrderStore = (*OrderStore)(nil)
 
 // NewOrderStore returns an empty in-process order store.
 func NewOrderStore() *OrderStore { return &OrderStore{} }
 
-// SaveOrder implements lockx.OrderStore.
-func (s *OrderStore) SaveOrder(ctx context.Context, o lockx.StockOrder) error {
+// SaveOrder implements driver.OrderStore.
+func (s *OrderStore) SaveOrder(ctx context.Context, o driver.StockOrder) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -275,12 +274,12 @@ func (s *OrderStore) SaveOrder(ctx context.Context, o lockx.StockOrder) error {
 		return nil
 	}
 	if s.orders == nil {
-		s.orders, s.unique = make(map[string]lockx.StockOrder), make(map[[2]string]string)
+		s.orders, s.unique = make(map[string]driver.StockOrder), make(map[[2]string]string)
 	}
 	if o.Unique {
 		uk := [2]string{o.SKU, o.User}
 		if _, taken := s.unique[uk]; taken {
-			return lockx.ErrDuplicateOrder
+			return driver.ErrDuplicateOrder
 		}
 		s.unique[uk] = o.ID
 	}
@@ -288,7 +287,7 @@ func (s *OrderStore) SaveOrder(ctx context.Context, o lockx.StockOrder) error {
 	return nil
 }
 
-// CancelOrder implements lockx.OrderStore.
+// CancelOrder implements driver.OrderStore.
 func (s *OrderStore) CancelOrder(ctx context.Context, sku, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -307,7 +306,7 @@ func (s *OrderStore) CancelOrder(ctx context.Context, sku, id string) error {
 	return nil
 }
 
-// OrderedUnits implements lockx.OrderStore.
+// OrderedUnits implements driver.OrderStore.
 func (s *OrderStore) OrderedUnits(ctx context.Context, sku string) (int64, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -323,44 +322,44 @@ func (s *OrderStore) OrderedUnits(ctx context.Context, sku string) (int64, error
 	return n, nil
 }
 
-// InitStock implements lockx.StockBackend on the backend's own stock state,
+// InitStock implements driver.StockBackend on the backend's own stock state,
 // so that lockx.New(memlock.New()) serves patterns/stock in both modes. The
 // stock of a Backend lives as long as the Backend does.
 func (b *Backend) InitStock(ctx context.Context, sku string, levels []int64) (int, bool, error) {
 	return b.stockStore().InitStock(ctx, sku, levels)
 }
 
-// StockLevels implements lockx.StockBackend; see InitStock.
+// StockLevels implements driver.StockBackend; see InitStock.
 func (b *Backend) StockLevels(ctx context.Context, sku string, segs []int) ([]int64, error) {
 	return b.stockStore().StockLevels(ctx, sku, segs)
 }
 
-// TakeStock implements lockx.StockBackend; see InitStock.
-func (b *Backend) TakeStock(ctx context.Context, t lockx.StockTake) (int64, error) {
+// TakeStock implements driver.StockBackend; see InitStock.
+func (b *Backend) TakeStock(ctx context.Context, t driver.StockTake) (int64, error) {
 	return b.stockStore().TakeStock(ctx, t)
 }
 
-// SettleStock implements lockx.StockBackend; see InitStock.
+// SettleStock implements driver.StockBackend; see InitStock.
 func (b *Backend) SettleStock(ctx context.Context, sku string, seg int, id string, confirm bool) error {
 	return b.stockStore().SettleStock(ctx, sku, seg, id, confirm)
 }
 
-// AddStock implements lockx.StockBackend; see InitStock.
+// AddStock implements driver.StockBackend; see InitStock.
 func (b *Backend) AddStock(ctx context.Context, sku string, seg int, n int64) (int64, error) {
 	return b.stockStore().AddStock(ctx, sku, seg, n)
 }
 
-// ExpireStock implements lockx.StockBackend; see InitStock.
-func (b *Backend) ExpireStock(ctx context.Context, sku string, seg int, max int) ([]lockx.StockEntry, error) {
+// ExpireStock implements driver.StockBackend; see InitStock.
+func (b *Backend) ExpireStock(ctx context.Context, sku string, seg int, max int) ([]driver.StockEntry, error) {
 	return b.stockStore().ExpireStock(ctx, sku, seg, max)
 }
 
-// StockSegment implements lockx.StockBackend; see InitStock.
-func (b *Backend) StockSegment(ctx context.Context, sku string, seg int) (lockx.StockSegment, error) {
+// StockSegment implements driver.StockBackend; see InitStock.
+func (b *Backend) StockSegment(ctx context.Context, sku string, seg int) (driver.StockSegment, error) {
 	return b.stockStore().StockSegment(ctx, sku, seg)
 }
 
-// ClaimQuota implements lockx.StockBackend; see InitStock.
+// ClaimQuota implements driver.StockBackend; see InitStock.
 func (b *Backend) ClaimQuota(ctx context.Context, sku, user string, delta, limit int64) (int64, error) {
 	return b.stockStore().ClaimQuota(ctx, sku, user, delta, limit)
 }

@@ -8,8 +8,8 @@
 //     expires_at, renewed by the Client's watchdog (the common MySQL table
 //     lock, made correct: owner checks, tokens, renewal, fair queue).
 //
-// Both implement lockx.Backend and lockx.Notifier and pass lockxtest; New
-// also implements lockx.LossNotifier.
+// Both implement driver.Backend and driver.Notifier and pass lockxtest; New
+// also implements driver.LossNotifier.
 //
 //	db, _ := sql.Open("mysql", "app@tcp(db:3306)/app?interpolateParams=true")
 //	locks := lockx.New(mysqllock.New(db)) // or mysqllock.NewTable(db)
@@ -87,7 +87,7 @@
 // timeout) is closed and forgotten: every lock on it is dropped from the
 // bookkeeping, its NotifyLoss callbacks run (so the Client fires Lost
 // within about one health interval, not at the next renewal), the next
-// Extend returns lockx.ErrNotHeld, and waiters of this process are woken. The slot pins a
+// Extend returns driver.ErrNotHeld, and waiters of this process are woken. The slot pins a
 // new session on next use.
 //
 // The server's wait_timeout (default 8 hours) closes a session idle that

@@ -3,17 +3,16 @@ package mysqllock
 import (
 	"context"
 	"database/sql"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"time"
-
-	"github.com/lockx-go/lockx/lockx"
 )
 
 var (
-	_ lockx.Inspector = (*Backend)(nil)
-	_ lockx.Inspector = (*TableBackend)(nil)
+	_ driver.Inspector = (*Backend)(nil)
+	_ driver.Inspector = (*TableBackend)(nil)
 )
 
-// inspector answers lockx.Inspector from one table: where is the WHERE
+// inspector answers driver.Inspector from one table: where is the WHERE
 // clause that makes a row a live hold — in session mode the row's
 // connection holds the GET_LOCK (as for a refusal's TTL), in table mode the
 // row has an owner and an unexpired lease. Age is 0: no grant time is kept.
@@ -30,10 +29,10 @@ func (in inspector) query(live string) string {
 		" FROM " + in.table + " f WHERE " + in.where + " AND " + live
 }
 
-func (in inspector) scan(ctx context.Context, fn func(lockx.LockInfo) bool, q string, args ...any) error {
+func (in inspector) scan(ctx context.Context, fn func(driver.LockInfo) bool, q string, args ...any) error {
 	rows, err := in.db.QueryContext(ctx, q, args...)
 	if err != nil {
-		return lockx.Unavailable("inspect", err)
+		return driver.Unavailable("inspect", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -44,37 +43,37 @@ func (in inspector) scan(ctx context.Context, fn func(lockx.LockInfo) bool, q st
 			waiters  int
 		)
 		if err := rows.Scan(&k, &owner, &token, &ttl, &waiters); err != nil {
-			return lockx.Unavailable("inspect", err)
+			return driver.Unavailable("inspect", err)
 		}
-		li := lockx.LockInfo{Key: string(k), Owner: lockx.Owner(owner), Token: lockx.Token(token),
+		li := driver.LockInfo{Key: string(k), Owner: driver.Owner(owner), Token: driver.Token(token),
 			TTL: time.Duration(ttl) * time.Microsecond, Waiters: waiters}
 		if !fn(li) {
 			return nil
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return lockx.Unavailable("inspect", err)
+		return driver.Unavailable("inspect", err)
 	}
 	return nil
 }
 
-func (in inspector) lock(ctx context.Context, key, name string) (lockx.LockInfo, error) {
+func (in inspector) lock(ctx context.Context, key, name string) (driver.LockInfo, error) {
 	var (
-		li    lockx.LockInfo
+		li    driver.LockInfo
 		found bool
 	)
-	err := in.scan(ctx, func(x lockx.LockInfo) bool { li, found = x, true; return false }, in.query("f.name = ?"), name)
+	err := in.scan(ctx, func(x driver.LockInfo) bool { li, found = x, true; return false }, in.query("f.name = ?"), name)
 	switch {
 	case err != nil:
-		return lockx.LockInfo{}, err
+		return driver.LockInfo{}, err
 	case !found:
-		return lockx.LockInfo{}, lockx.ErrNotHeld
+		return driver.LockInfo{}, driver.ErrNotHeld
 	}
 	li.Key = key // the stored key is cut to 255 bytes
 	return li, nil
 }
 
-func (in inspector) locks(ctx context.Context, prefix string, fn func(lockx.LockInfo) bool) error {
+func (in inspector) locks(ctx context.Context, prefix string, fn func(driver.LockInfo) bool) error {
 	return in.scan(ctx, fn, in.query("LEFT(f.k, ?) = ?")+" ORDER BY f.k", len(prefix), []byte(prefix))
 }
 
@@ -82,17 +81,17 @@ func (b *Backend) inspector() inspector {
 	return inspector{db: b.db, table: b.t.fence, queue: b.t.queue, where: "f.conn = IS_USED_LOCK(f.name)"}
 }
 
-// Lock implements lockx.Inspector.
-func (b *Backend) Lock(ctx context.Context, key string) (lockx.LockInfo, error) {
+// Lock implements driver.Inspector.
+func (b *Backend) Lock(ctx context.Context, key string) (driver.LockInfo, error) {
 	if err := b.ready(ctx); err != nil {
-		return lockx.LockInfo{}, err
+		return driver.LockInfo{}, err
 	}
 	return b.inspector().lock(ctx, key, b.t.lockName(key))
 }
 
-// Locks implements lockx.Inspector, in key order. Keys longer than 255
+// Locks implements driver.Inspector, in key order. Keys longer than 255
 // bytes are reported cut to 255 bytes.
-func (b *Backend) Locks(ctx context.Context, prefix string, fn func(lockx.LockInfo) bool) error {
+func (b *Backend) Locks(ctx context.Context, prefix string, fn func(driver.LockInfo) bool) error {
 	if err := b.ready(ctx); err != nil {
 		return err
 	}
@@ -103,17 +102,17 @@ func (b *TableBackend) inspector() inspector {
 	return inspector{db: b.db, table: b.t.lease, queue: b.t.queue, where: "f.owner <> '' AND f.expires > NOW(6)"}
 }
 
-// Lock implements lockx.Inspector.
-func (b *TableBackend) Lock(ctx context.Context, key string) (lockx.LockInfo, error) {
+// Lock implements driver.Inspector.
+func (b *TableBackend) Lock(ctx context.Context, key string) (driver.LockInfo, error) {
 	if err := b.ready(ctx); err != nil {
-		return lockx.LockInfo{}, err
+		return driver.LockInfo{}, err
 	}
 	return b.inspector().lock(ctx, key, b.t.lockName(key))
 }
 
-// Locks implements lockx.Inspector, in key order. Keys longer than 255
+// Locks implements driver.Inspector, in key order. Keys longer than 255
 // bytes are reported cut to 255 bytes.
-func (b *TableBackend) Locks(ctx context.Context, prefix string, fn func(lockx.LockInfo) bool) error {
+func (b *TableBackend) Locks(ctx context.Context, prefix string, fn func(driver.LockInfo) bool) error {
 	if err := b.ready(ctx); err != nil {
 		return err
 	}

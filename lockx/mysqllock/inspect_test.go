@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/mysqllock"
 )
 
 type inspectable interface {
-	lockx.Backend
-	lockx.Inspector
+	driver.Backend
+	driver.Inspector
 }
 
 // TestInspect: both modes list exactly the live holds under a prefix, with
@@ -41,7 +42,7 @@ func TestInspect(t *testing.T) {
 			}
 			tokens := map[string]lockx.Token{}
 			for _, k := range []string{"p:a", "p:b", "q:c"} {
-				res, err := b.Acquire(ctx, lockx.Request{Key: k, Owner: lockx.Owner("o-" + k), Lease: 10 * time.Second})
+				res, err := b.Acquire(ctx, driver.Request{Key: k, Owner: lockx.Owner("o-" + k), Lease: 10 * time.Second})
 				if err != nil || !res.Acquired {
 					t.Fatalf("Acquire(%s) = %+v, %v", k, res, err)
 				}

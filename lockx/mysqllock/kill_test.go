@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/mysqllock"
 )
 
@@ -79,7 +80,7 @@ func TestRefusalReportsHolderTTL(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, mode := range []string{"session", "table"} {
-		newB := func() lockx.Backend {
+		newB := func() driver.Backend {
 			if mode == "session" {
 				return mysqllock.New(db, fastOpts(prefix)...)
 			}
@@ -87,11 +88,11 @@ func TestRefusalReportsHolderTTL(t *testing.T) {
 		}
 		a, b := newB(), newB()
 		k := "ttl:" + mode + ":" + strings.Repeat("x", 300) // long keys are hashed
-		r, err := a.Acquire(ctx, lockx.Request{Key: k, Owner: lockx.NewOwner(), Lease: 5 * time.Second})
+		r, err := a.Acquire(ctx, driver.Request{Key: k, Owner: lockx.NewOwner(), Lease: 5 * time.Second})
 		if err != nil || !r.Acquired {
 			t.Fatalf("%s: %+v %v", mode, r, err)
 		}
-		r2, err := b.Acquire(ctx, lockx.Request{Key: k, Owner: lockx.NewOwner(), Lease: time.Second})
+		r2, err := b.Acquire(ctx, driver.Request{Key: k, Owner: lockx.NewOwner(), Lease: time.Second})
 		if err != nil || r2.Acquired {
 			t.Fatalf("%s: second owner: %+v %v", mode, r2, err)
 		}
@@ -105,7 +106,7 @@ func TestRefusalReportsHolderTTL(t *testing.T) {
 
 func TestBadPrefix(t *testing.T) {
 	b := mysqllock.NewTable(nil, mysqllock.WithTablePrefix("bad`name"))
-	_, err := b.Acquire(context.Background(), lockx.Request{Key: "k", Owner: "o", Lease: time.Second})
+	_, err := b.Acquire(context.Background(), driver.Request{Key: "k", Owner: "o", Lease: time.Second})
 	if !errors.Is(err, lockx.ErrInvalidArgument) {
 		t.Fatalf("err = %v, want ErrInvalidArgument", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/mysqllock"
 	"github.com/lockx-go/lockx/patterns/leader/leadertest"
 )
@@ -15,10 +16,10 @@ import (
 func TestLeader(t *testing.T) {
 	for _, mode := range []struct {
 		name string
-		new  func(db *sql.DB, prefix string) lockx.Backend
+		new  func(db *sql.DB, prefix string) driver.Backend
 	}{
-		{"Session", func(db *sql.DB, prefix string) lockx.Backend { return mysqllock.New(db, fastOpts(prefix)...) }},
-		{"Table", func(db *sql.DB, prefix string) lockx.Backend { return mysqllock.NewTable(db, fastOpts(prefix)...) }},
+		{"Session", func(db *sql.DB, prefix string) driver.Backend { return mysqllock.New(db, fastOpts(prefix)...) }},
+		{"Table", func(db *sql.DB, prefix string) driver.Backend { return mysqllock.NewTable(db, fastOpts(prefix)...) }},
 	} {
 		t.Run(mode.name, func(t *testing.T) {
 			db, prefix := openDB(t)

@@ -12,7 +12,7 @@ import (
 	_ "github.com/go-sql-driver/mysql"
 
 	"github.com/lockx-go/lockx/internal/testenv"
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/lockxtest"
 	"github.com/lockx-go/lockx/lockx/mysqllock"
 )
@@ -56,7 +56,7 @@ func TestConformanceSession(t *testing.T) {
 	if err := mysqllock.Migrate(context.Background(), db, mysqllock.WithTablePrefix(prefix)); err != nil {
 		t.Fatal(err)
 	}
-	lockxtest.Run(t, func(t *testing.T) lockx.Backend {
+	lockxtest.Run(t, func(t *testing.T) driver.Backend {
 		return mysqllock.New(db, fastOpts(prefix)...)
 	})
 }
@@ -66,7 +66,7 @@ func TestConformanceTable(t *testing.T) {
 	if err := mysqllock.Migrate(context.Background(), db, mysqllock.WithTablePrefix(prefix)); err != nil {
 		t.Fatal(err)
 	}
-	lockxtest.Run(t, func(t *testing.T) lockx.Backend {
+	lockxtest.Run(t, func(t *testing.T) driver.Backend {
 		return mysqllock.NewTable(db, fastOpts(prefix)...)
 	})
 }

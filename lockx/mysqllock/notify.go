@@ -4,12 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/lockx-go/lockx/lockx"
-	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
 // hub holds a Backend's watchers, so that a release through the Backend
@@ -179,7 +178,7 @@ func queryBools(ctx context.Context, db *sql.DB, q string, args []any, n int) ([
 	return out, nil
 }
 
-// watch is both Backends' lockx.Notifier: a release through the Backend
+// watch is both Backends' driver.Notifier: a release through the Backend
 // wakes at once through its hub; releases and expiries elsewhere (other
 // processes, other Backends) are seen by polling while anything waits.
 func watch(h *hub, p *poller, name string) (<-chan struct{}, func(), error) {
@@ -190,14 +189,14 @@ func watch(h *hub, p *poller, name string) (<-chan struct{}, func(), error) {
 
 // queryTTL runs a Backend's TTL statement (which yields the remaining lease
 // in µs, or no row) for name and owner.
-func queryTTL(ctx context.Context, db *sql.DB, query, name string, owner lockx.Owner) (time.Duration, error) {
+func queryTTL(ctx context.Context, db *sql.DB, query, name string, owner driver.Owner) (time.Duration, error) {
 	var us int64
 	err := db.QueryRowContext(ctx, query, name, string(owner)).Scan(&us)
 	if errors.Is(err, sql.ErrNoRows) || err == nil && us <= 0 {
-		return 0, lockx.ErrNotHeld
+		return 0, driver.ErrNotHeld
 	}
 	if err != nil {
-		return 0, lockx.Unavailable("ttl", err)
+		return 0, driver.Unavailable("ttl", err)
 	}
 	return time.Duration(us) * time.Microsecond, nil
 }

@@ -2,9 +2,8 @@ package mysqllock
 
 import (
 	"fmt"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"time"
-
-	"github.com/lockx-go/lockx/lockx"
 )
 
 // Defaults of a Backend's options.
@@ -48,7 +47,7 @@ func newConfig(opts []Option) config {
 
 func (c *config) fail(arg, format string, args ...any) {
 	if c.err == nil {
-		c.err = fmt.Errorf("mysqllock: bad option: %w", &lockx.ArgError{Arg: arg, Reason: fmt.Sprintf(format, args...)})
+		c.err = fmt.Errorf("mysqllock: bad option: %w", &driver.ArgError{Arg: arg, Reason: fmt.Sprintf(format, args...)})
 	}
 }
 

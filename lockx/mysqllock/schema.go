@@ -10,8 +10,7 @@ import (
 	"sync"
 
 	"github.com/go-sql-driver/mysql"
-
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // tables holds the quoted table names of one prefix.
@@ -78,15 +77,15 @@ func migrate(ctx context.Context, db *sql.DB, t tables) error {
 	// setting does not leak into the pool.
 	c, err := db.Conn(ctx)
 	if err != nil {
-		return lockx.Unavailable("migrate", err)
+		return driver.Unavailable("migrate", err)
 	}
 	defer discard(c)
 	if _, err := c.ExecContext(ctx, "SET SESSION lock_wait_timeout = 10"); err != nil {
-		return lockx.Unavailable("migrate", err)
+		return driver.Unavailable("migrate", err)
 	}
 	for _, s := range t.ddl() {
 		if _, err := c.ExecContext(ctx, s); err != nil {
-			return lockx.Unavailable("migrate", err)
+			return driver.Unavailable("migrate", err)
 		}
 	}
 	return nil

@@ -3,7 +3,7 @@ package mysqllock
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
 // Backend is the session-lock backend (New): GET_LOCK named locks on a few
 // pinned connections, a fence table for tokens, leases kept by the Backend,
-// loss detection by health check. It implements lockx.Backend and
-// lockx.Notifier and is safe for concurrent use.
+// loss detection by health check. It implements driver.Backend and
+// driver.Notifier and is safe for concurrent use.
 type Backend struct {
 	db    *sql.DB
 	cfg   config
@@ -42,14 +43,14 @@ type slot struct {
 	mu       sync.Mutex
 	conn     *sql.Conn // nil until first use and after the session died
 	grants   map[string]*grant
-	enqueued map[string]map[lockx.Owner]bool // fair-queue entries made through this slot
+	enqueued map[string]map[driver.Owner]bool // fair-queue entries made through this slot
 	lastOK   time.Time
 }
 
 type grant struct {
 	key     string
-	owner   lockx.Owner
-	token   lockx.Token
+	owner   driver.Owner
+	token   driver.Token
 	expires time.Time // local clock
 	fair    bool
 	lease   backendkit.Lease
@@ -57,20 +58,20 @@ type grant struct {
 }
 
 // errClosed is the cause of every call after Close.
-var errClosed = fmt.Errorf("mysqllock: backend closed: %w", lockx.ErrClosed)
+var errClosed = fmt.Errorf("mysqllock: backend closed: %w", driver.ErrClosed)
 
 var (
-	_ lockx.Backend      = (*Backend)(nil)
-	_ lockx.Notifier     = (*Backend)(nil)
-	_ lockx.LossNotifier = (*Backend)(nil)
+	_ driver.Backend      = (*Backend)(nil)
+	_ driver.Notifier     = (*Backend)(nil)
+	_ driver.LossNotifier = (*Backend)(nil)
 )
 
-// NotifyLoss implements lockx.LossNotifier: fn runs (on its own goroutine)
+// NotifyLoss implements driver.LossNotifier: fn runs (on its own goroutine)
 // when owner's lock on key is lost without a Release — its session died
 // (seen by the health check within about one WithHealthInterval), its
 // lease ran out, or it was found force-released. If owner holds no such
 // lock here, fn runs at once. stop cancels the registration.
-func (b *Backend) NotifyLoss(key string, owner lockx.Owner, fn func()) (stop func()) {
+func (b *Backend) NotifyLoss(key string, owner driver.Owner, fn func()) (stop func()) {
 	name := b.t.lockName(key)
 	s := b.slotOf(name)
 	s.mu.Lock()
@@ -93,7 +94,7 @@ func New(db *sql.DB, opts ...Option) *Backend {
 	b := &Backend{db: db, cfg: cfg, t: t, hub: &hub{}}
 	b.slots = make([]*slot, cfg.sessions)
 	for i := range b.slots {
-		b.slots[i] = &slot{grants: map[string]*grant{}, enqueued: map[string]map[lockx.Owner]bool{}}
+		b.slots[i] = &slot{grants: map[string]*grant{}, enqueued: map[string]map[driver.Owner]bool{}}
 	}
 	b.poll = newPoller(b.hub, cfg.poll, b.checkFree)
 	// The grant is one statement: GET_LOCK only when no fair waiter is
@@ -133,7 +134,7 @@ func (b *Backend) ready(ctx context.Context) error {
 	closed := b.closed
 	b.mu.Unlock()
 	if closed {
-		return lockx.Unavailable("mysqllock", errClosed)
+		return driver.Unavailable("mysqllock", errClosed)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -148,7 +149,7 @@ func (b *Backend) connect(ctx context.Context, s *slot) error {
 	}
 	c, err := b.db.Conn(ctx)
 	if err != nil {
-		return lockx.Unavailable("connect", err)
+		return driver.Unavailable("connect", err)
 	}
 	s.conn = c
 	s.lastOK = time.Now()
@@ -157,7 +158,7 @@ func (b *Backend) connect(ctx context.Context, s *slot) error {
 		b.mu.Unlock()
 		discard(c)
 		s.conn = nil
-		return lockx.Unavailable("connect", errClosed)
+		return driver.Unavailable("connect", errClosed)
 	}
 	if !b.started {
 		b.started = true // the health check runs from the first pinned session on
@@ -181,7 +182,7 @@ func (b *Backend) kill(s *slot) {
 		g.loss.Fire(&b.g)
 		b.hub.wake(name)
 	}
-	s.enqueued = map[string]map[lockx.Owner]bool{}
+	s.enqueued = map[string]map[driver.Owner]bool{}
 }
 
 // fail classifies err from a statement on s's session.
@@ -189,13 +190,13 @@ func (b *Backend) fail(s *slot, op string, err error) error {
 	if connDead(err) {
 		b.kill(s)
 	}
-	return lockx.Unavailable(op, err)
+	return driver.Unavailable(op, err)
 }
 
-// Acquire implements lockx.Backend.
-func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+// Acquire implements driver.Backend.
+func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
 	if err := b.ready(ctx); err != nil {
-		return lockx.Result{}, err
+		return driver.Result{}, err
 	}
 	name := b.t.lockName(req.Key)
 	s := b.slotOf(name)
@@ -207,25 +208,25 @@ func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result,
 			b.expireLocked(s, name, g)
 		} else if g.owner == req.Owner && g.key == req.Key {
 			if err := b.extendLocked(s, name, g, req.Lease); err != nil {
-				if errors.Is(err, lockx.ErrNotHeld) {
-					return lockx.Result{}, nil
+				if errors.Is(err, driver.ErrNotHeld) {
+					return driver.Result{}, nil
 				}
-				return lockx.Result{}, err
+				return driver.Result{}, err
 			}
-			return lockx.Result{Acquired: true, Token: g.token, TTL: req.Lease}, nil
+			return driver.Result{Acquired: true, Token: g.token, TTL: req.Lease}, nil
 		} else {
 			// Another owner of this process holds it on this very session:
 			// refused without asking GET_LOCK, which is reentrant per session.
 			if req.Fair && req.Wait {
 				if err := b.enqueueLocked(ctx, s, name, req); err != nil {
-					return lockx.Result{}, err
+					return driver.Result{}, err
 				}
 			}
-			return lockx.Result{TTL: g.expires.Sub(now)}, nil
+			return driver.Result{TTL: g.expires.Sub(now)}, nil
 		}
 	}
 	if err := b.connect(ctx, s); err != nil {
-		return lockx.Result{}, err
+		return driver.Result{}, err
 	}
 	sctx, cancel := b.stmtCtx()
 	defer cancel()
@@ -235,7 +236,7 @@ func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result,
 		if !connDead(err) {
 			b.releaseName(s, name) // GET_LOCK may have succeeded before the error
 		}
-		return lockx.Result{}, b.fail(s, "acquire", err)
+		return driver.Result{}, b.fail(s, "acquire", err)
 	}
 	s.lastOK = time.Now()
 	if n, _ := res.RowsAffected(); n == 0 {
@@ -244,21 +245,21 @@ func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result,
 		if err := s.conn.QueryRowContext(sctx, b.refusedSQL, name).Scan(&us); err == nil && us.Valid {
 			ttl = time.Duration(us.Int64) * time.Microsecond
 		} else if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return lockx.Result{}, b.fail(s, "acquire", err)
+			return driver.Result{}, b.fail(s, "acquire", err)
 		}
 		if req.Fair && req.Wait {
 			if err := b.enqueueLocked(ctx, s, name, req); err != nil {
-				return lockx.Result{}, err
+				return driver.Result{}, err
 			}
 		}
-		return lockx.Result{TTL: ttl}, nil
+		return driver.Result{TTL: ttl}, nil
 	}
 	id, err := res.LastInsertId()
-	if err != nil || id <= 0 || lockx.Token(id) > lockx.MaxToken {
+	if err != nil || id <= 0 || driver.Token(id) > driver.MaxToken {
 		b.releaseName(s, name)
-		return lockx.Result{}, lockx.Unavailable("acquire", errors.New("no fencing token from the fence table's AUTO_INCREMENT"))
+		return driver.Result{}, driver.Unavailable("acquire", errors.New("no fencing token from the fence table's AUTO_INCREMENT"))
 	}
-	token := lockx.Token(id)
+	token := driver.Token(id)
 	if s.enqueued[name][req.Owner] {
 		if _, err := s.conn.ExecContext(sctx, b.dequeueSQL, name, string(req.Owner)); err == nil {
 			b.forgetQueued(s, name, req.Owner)
@@ -267,13 +268,13 @@ func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result,
 	g := &grant{key: req.Key, owner: req.Owner, token: token, expires: now.Add(req.Lease), fair: req.Fair}
 	s.grants[name] = g
 	b.arm(s, name, g)
-	return lockx.Result{Acquired: true, Token: token, TTL: req.Lease}, nil
+	return driver.Result{Acquired: true, Token: token, TTL: req.Lease}, nil
 }
 
 // discard closes c's connection instead of returning it to the pool, so the
 // server ends the session and frees its named locks.
 func discard(c *sql.Conn) {
-	_ = c.Raw(func(any) error { return driver.ErrBadConn })
+	_ = c.Raw(func(any) error { return sqldriver.ErrBadConn })
 	_ = c.Close()
 }
 
@@ -284,7 +285,7 @@ func truncKey(k string) string {
 	return k
 }
 
-func (b *Backend) enqueueLocked(ctx context.Context, s *slot, name string, req lockx.Request) error {
+func (b *Backend) enqueueLocked(ctx context.Context, s *slot, name string, req driver.Request) error {
 	qttl := req.QueueTTL
 	if qttl <= 0 {
 		qttl = lockx.DefaultQueueTTL
@@ -299,14 +300,14 @@ func (b *Backend) enqueueLocked(ctx context.Context, s *slot, name string, req l
 	}
 	m := s.enqueued[name]
 	if m == nil {
-		m = map[lockx.Owner]bool{}
+		m = map[driver.Owner]bool{}
 		s.enqueued[name] = m
 	}
 	m[req.Owner] = true
 	return nil
 }
 
-func (b *Backend) forgetQueued(s *slot, name string, owner lockx.Owner) {
+func (b *Backend) forgetQueued(s *slot, name string, owner driver.Owner) {
 	if m := s.enqueued[name]; m != nil {
 		delete(m, owner)
 		if len(m) == 0 {
@@ -358,8 +359,8 @@ func (b *Backend) expireLocked(s *slot, name string, g *grant) {
 	b.hub.wake(name)
 }
 
-// Extend implements lockx.Backend.
-func (b *Backend) Extend(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) error {
+// Extend implements driver.Backend.
+func (b *Backend) Extend(ctx context.Context, key string, owner driver.Owner, lease time.Duration) error {
 	if err := b.ready(ctx); err != nil {
 		return err
 	}
@@ -369,11 +370,11 @@ func (b *Backend) Extend(ctx context.Context, key string, owner lockx.Owner, lea
 	defer s.mu.Unlock()
 	g := s.grants[name]
 	if g == nil || g.owner != owner || g.key != key {
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	if !time.Now().Before(g.expires) {
 		b.expireLocked(s, name, g)
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	return b.extendLocked(s, name, g, lease)
 }
@@ -384,7 +385,7 @@ func (b *Backend) Extend(ctx context.Context, key string, owner lockx.Owner, lea
 func (b *Backend) extendLocked(s *slot, name string, g *grant, lease time.Duration) error {
 	if s.conn == nil {
 		delete(s.grants, name)
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	now := time.Now()
 	sctx, cancel := b.stmtCtx()
@@ -393,9 +394,9 @@ func (b *Backend) extendLocked(s *slot, name string, g *grant, lease time.Durati
 	if err != nil {
 		if connDead(err) {
 			b.kill(s) // the session and with it the lock are gone
-			return lockx.ErrNotHeld
+			return driver.ErrNotHeld
 		}
-		return lockx.Unavailable("extend", err)
+		return driver.Unavailable("extend", err)
 	}
 	s.lastOK = time.Now()
 	if n, _ := res.RowsAffected(); n == 0 {
@@ -405,7 +406,7 @@ func (b *Backend) extendLocked(s *slot, name string, g *grant, lease time.Durati
 		}
 		if c == 0 { // force-released by another process: let go of it here too
 			b.expireLocked(s, name, g)
-			return lockx.ErrNotHeld
+			return driver.ErrNotHeld
 		}
 	}
 	g.expires = now.Add(lease)
@@ -413,8 +414,8 @@ func (b *Backend) extendLocked(s *slot, name string, g *grant, lease time.Durati
 	return nil
 }
 
-// Release implements lockx.Backend.
-func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) error {
+// Release implements driver.Backend.
+func (b *Backend) Release(ctx context.Context, key string, owner driver.Owner) error {
 	if err := b.ready(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
@@ -434,7 +435,7 @@ func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) er
 		}
 		s.mu.Unlock()
 		if expired {
-			return lockx.ErrNotHeld
+			return driver.ErrNotHeld
 		}
 		return nil
 	}
@@ -457,16 +458,16 @@ func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) er
 	defer cancel()
 	res, err := b.db.ExecContext(sctx, b.forceSQL, name, string(owner))
 	if err != nil {
-		return lockx.Unavailable("release", err)
+		return driver.Unavailable("release", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	return nil
 }
 
-// TTL implements lockx.Backend.
-func (b *Backend) TTL(ctx context.Context, key string, owner lockx.Owner) (time.Duration, error) {
+// TTL implements driver.Backend.
+func (b *Backend) TTL(ctx context.Context, key string, owner driver.Owner) (time.Duration, error) {
 	if err := b.ready(ctx); err != nil {
 		return 0, err
 	}
@@ -478,7 +479,7 @@ func (b *Backend) TTL(ctx context.Context, key string, owner lockx.Owner) (time.
 		d := time.Until(g.expires)
 		s.mu.Unlock()
 		if d <= 0 {
-			return 0, lockx.ErrNotHeld
+			return 0, driver.ErrNotHeld
 		}
 		return d, nil
 	}
@@ -486,10 +487,10 @@ func (b *Backend) TTL(ctx context.Context, key string, owner lockx.Owner) (time.
 	return queryTTL(ctx, b.db, b.ttlSQL, name, owner)
 }
 
-// Watch implements lockx.Notifier. Releases through this Backend wake at
+// Watch implements driver.Notifier. Releases through this Backend wake at
 // once; releases elsewhere (other processes, other Backends) are seen by
 // polling IS_FREE_LOCK every WithPollInterval while anything waits.
-func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-chan struct{}, func(), error) {
+func (b *Backend) Watch(ctx context.Context, key string, owner driver.Owner) (<-chan struct{}, func(), error) {
 	return watch(b.hub, b.poll, b.t.lockName(key))
 }
 
@@ -544,7 +545,7 @@ func (b *Backend) healthLoop() {
 	}
 }
 
-// Close implements lockx.Backend: it closes the pinned sessions, which
+// Close implements driver.Backend: it closes the pinned sessions, which
 // frees every lock still held through them, and stops the Backend's
 // goroutines. It does not close db.
 func (b *Backend) Close() error {

@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // TableBackend is the lease-table backend (NewTable): one InnoDB row per
 // key with owner, token and expires_at, renewed by the Client's watchdog.
-// It implements lockx.Backend and lockx.Notifier and is safe for
+// It implements driver.Backend and driver.Notifier and is safe for
 // concurrent use.
 type TableBackend struct {
 	db   *sql.DB
@@ -25,14 +26,14 @@ type TableBackend struct {
 	acquireSQL, refusedSQL, enqueueSQL, dequeueSQL, extendSQL, checkSQL, releaseSQL, ttlSQL string
 
 	mu       sync.Mutex
-	enqueued map[string]map[lockx.Owner]bool
-	fairHeld map[string]lockx.Owner // fair grants made here, to wake all at release
+	enqueued map[string]map[driver.Owner]bool
+	fairHeld map[string]driver.Owner // fair grants made here, to wake all at release
 	closed   bool
 }
 
 var (
-	_ lockx.Backend  = (*TableBackend)(nil)
-	_ lockx.Notifier = (*TableBackend)(nil)
+	_ driver.Backend  = (*TableBackend)(nil)
+	_ driver.Notifier = (*TableBackend)(nil)
 )
 
 // NewTable returns a lease-table Backend over db. Every operation is one
@@ -42,7 +43,7 @@ var (
 func NewTable(db *sql.DB, opts ...Option) *TableBackend {
 	cfg := newConfig(opts)
 	t := newTables(cfg.prefix)
-	b := &TableBackend{db: db, cfg: cfg, t: t, hub: &hub{}, enqueued: map[string]map[lockx.Owner]bool{}, fairHeld: map[string]lockx.Owner{}}
+	b := &TableBackend{db: db, cfg: cfg, t: t, hub: &hub{}, enqueued: map[string]map[driver.Owner]bool{}, fairHeld: map[string]driver.Owner{}}
 	b.poll = newPoller(b.hub, cfg.poll, b.checkFree)
 	// One statement decides and records: g is computed first from the old
 	// row (ON DUPLICATE KEY UPDATE assigns left to right), then the other
@@ -78,7 +79,7 @@ func (b *TableBackend) ready(ctx context.Context) error {
 	closed := b.closed
 	b.mu.Unlock()
 	if closed {
-		return lockx.Unavailable("mysqllock", errClosed)
+		return driver.Unavailable("mysqllock", errClosed)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -86,19 +87,19 @@ func (b *TableBackend) ready(ctx context.Context) error {
 	return b.mig.ensure(ctx, &b.cfg, b.db, b.t)
 }
 
-func (b *TableBackend) isQueued(name string, owner lockx.Owner) bool {
+func (b *TableBackend) isQueued(name string, owner driver.Owner) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.enqueued[name][owner]
 }
 
-func (b *TableBackend) setQueued(name string, owner lockx.Owner, on bool) {
+func (b *TableBackend) setQueued(name string, owner driver.Owner, on bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	m := b.enqueued[name]
 	if on {
 		if m == nil {
-			m = map[lockx.Owner]bool{}
+			m = map[driver.Owner]bool{}
 			b.enqueued[name] = m
 		}
 		m[owner] = true
@@ -110,28 +111,28 @@ func (b *TableBackend) setQueued(name string, owner lockx.Owner, on bool) {
 	}
 }
 
-// Acquire implements lockx.Backend: one statement, plus one more to read
+// Acquire implements driver.Backend: one statement, plus one more to read
 // the holder's lease on a refusal (and queue bookkeeping in fair mode).
-func (b *TableBackend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+func (b *TableBackend) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
 	if err := b.ready(ctx); err != nil {
-		return lockx.Result{}, err
+		return driver.Result{}, err
 	}
 	name := b.t.lockName(req.Key)
 	o := string(req.Owner)
 	res, err := b.db.ExecContext(ctx, b.acquireSQL, name, truncKey(req.Key), o, micros(req.Lease), name, o, name, o)
 	if err != nil {
-		return lockx.Result{}, lockx.Unavailable("acquire", err)
+		return driver.Result{}, driver.Unavailable("acquire", err)
 	}
 	id, err := res.LastInsertId()
 	if err != nil {
-		return lockx.Result{}, lockx.Unavailable("acquire", err)
+		return driver.Result{}, driver.Unavailable("acquire", err)
 	}
 	if n, _ := res.RowsAffected(); n == 1 && id == 0 {
 		id = 1 // a new row
 	}
 	if id > 0 {
-		if lockx.Token(id) > lockx.MaxToken {
-			return lockx.Result{}, lockx.Unavailable("acquire", errors.New("token space exhausted"))
+		if driver.Token(id) > driver.MaxToken {
+			return driver.Result{}, driver.Unavailable("acquire", errors.New("token space exhausted"))
 		}
 		if b.isQueued(name, req.Owner) {
 			if _, err := b.db.ExecContext(context.WithoutCancel(ctx), b.dequeueSQL, name, o); err == nil {
@@ -143,7 +144,7 @@ func (b *TableBackend) Acquire(ctx context.Context, req lockx.Request) (lockx.Re
 			b.fairHeld[name] = req.Owner
 			b.mu.Unlock()
 		}
-		return lockx.Result{Acquired: true, Token: lockx.Token(id), TTL: req.Lease}, nil
+		return driver.Result{Acquired: true, Token: driver.Token(id), TTL: req.Lease}, nil
 	}
 	var ttl time.Duration
 	var us sql.NullInt64
@@ -156,37 +157,37 @@ func (b *TableBackend) Acquire(ctx context.Context, req lockx.Request) (lockx.Re
 			qttl = lockx.DefaultQueueTTL
 		}
 		if _, err := b.db.ExecContext(ctx, b.enqueueSQL, name, o, micros(qttl)); err != nil {
-			return lockx.Result{}, lockx.Unavailable("enqueue", err)
+			return driver.Result{}, driver.Unavailable("enqueue", err)
 		}
 		b.setQueued(name, req.Owner, true)
 	}
-	return lockx.Result{TTL: ttl}, nil
+	return driver.Result{TTL: ttl}, nil
 }
 
-// Extend implements lockx.Backend.
-func (b *TableBackend) Extend(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) error {
+// Extend implements driver.Backend.
+func (b *TableBackend) Extend(ctx context.Context, key string, owner driver.Owner, lease time.Duration) error {
 	if err := b.ready(ctx); err != nil {
 		return err
 	}
 	name := b.t.lockName(key)
 	res, err := b.db.ExecContext(ctx, b.extendSQL, micros(lease), name, string(owner))
 	if err != nil {
-		return lockx.Unavailable("extend", err)
+		return driver.Unavailable("extend", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		var c int
 		if err := b.db.QueryRowContext(ctx, b.checkSQL, name, string(owner)).Scan(&c); err != nil {
-			return lockx.Unavailable("extend", err)
+			return driver.Unavailable("extend", err)
 		}
 		if c == 0 {
-			return lockx.ErrNotHeld
+			return driver.ErrNotHeld
 		}
 	}
 	return nil
 }
 
-// Release implements lockx.Backend.
-func (b *TableBackend) Release(ctx context.Context, key string, owner lockx.Owner) error {
+// Release implements driver.Backend.
+func (b *TableBackend) Release(ctx context.Context, key string, owner driver.Owner) error {
 	if err := b.ready(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
@@ -195,7 +196,7 @@ func (b *TableBackend) Release(ctx context.Context, key string, owner lockx.Owne
 	name := b.t.lockName(key)
 	res, err := b.db.ExecContext(ctx, b.releaseSQL, name, string(owner))
 	if err != nil {
-		return lockx.Unavailable("release", err)
+		return driver.Unavailable("release", err)
 	}
 	b.mu.Lock()
 	fair := b.fairHeld[name] == owner
@@ -213,26 +214,26 @@ func (b *TableBackend) Release(ctx context.Context, key string, owner lockx.Owne
 	}
 	if b.isQueued(name, owner) { // a fair waiter withdrawing
 		if _, err := b.db.ExecContext(ctx, b.dequeueSQL, name, string(owner)); err != nil {
-			return lockx.Unavailable("release", err)
+			return driver.Unavailable("release", err)
 		}
 		b.setQueued(name, owner, false)
 		b.hub.wake(name)
 	}
-	return lockx.ErrNotHeld
+	return driver.ErrNotHeld
 }
 
-// TTL implements lockx.Backend.
-func (b *TableBackend) TTL(ctx context.Context, key string, owner lockx.Owner) (time.Duration, error) {
+// TTL implements driver.Backend.
+func (b *TableBackend) TTL(ctx context.Context, key string, owner driver.Owner) (time.Duration, error) {
 	if err := b.ready(ctx); err != nil {
 		return 0, err
 	}
 	return queryTTL(ctx, b.db, b.ttlSQL, b.t.lockName(key), owner)
 }
 
-// Watch implements lockx.Notifier: releases through Backends of this
+// Watch implements driver.Notifier: releases through Backends of this
 // process wake at once; releases and expiries elsewhere are seen by
 // polling every WithPollInterval while anything waits.
-func (b *TableBackend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-chan struct{}, func(), error) {
+func (b *TableBackend) Watch(ctx context.Context, key string, owner driver.Owner) (<-chan struct{}, func(), error) {
 	return watch(b.hub, b.poll, b.t.lockName(key))
 }
 
@@ -264,7 +265,7 @@ func (b *TableBackend) checkFree(ctx context.Context, names []string) ([]bool, e
 	return free, nil
 }
 
-// Close implements lockx.Backend. Locks held in the table outlive it until
+// Close implements driver.Backend. Locks held in the table outlive it until
 // released or expired, as on any server; it does not close db.
 func (b *TableBackend) Close() error {
 	b.mu.Lock()

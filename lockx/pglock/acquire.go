@@ -9,9 +9,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
-// Acquire implements lockx.Backend: one attempt, in one round trip, to take
+// Acquire implements driver.Backend: one attempt, in one round trip, to take
 // the key's advisory lock on a holder session, draw the fencing token from
 // the fence sequence and record the holder's row — all in one statement.
 //
@@ -20,7 +21,7 @@ import (
 // when its row says so. With req.Fair the attempt is granted only at the
 // head of the key's shared queue (lockx_queue), which the attempt joins or
 // refreshes when req.Wait is set; plain attempts yield to live fair waiters.
-func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
 	return b.acquire(ctx, req, false)
 }
 
@@ -33,13 +34,13 @@ func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result,
 // the read/write pattern decides how to order them).
 //
 // It is the internal-facing capability for the read/write lock pattern.
-func (b *Backend) AcquireShared(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+func (b *Backend) AcquireShared(ctx context.Context, req driver.Request) (driver.Result, error) {
 	return b.acquire(ctx, req, true)
 }
 
-func (b *Backend) acquire(ctx context.Context, req lockx.Request, shared bool) (lockx.Result, error) {
+func (b *Backend) acquire(ctx context.Context, req driver.Request, shared bool) (driver.Result, error) {
 	if err := ctx.Err(); err != nil {
-		return lockx.Result{}, unavailable("acquire", context.Cause(ctx))
+		return driver.Result{}, unavailable("acquire", context.Cause(ctx))
 	}
 	hash := b.hash(req.Key)
 	// A plain waiter may block on a wait session: have them connected
@@ -54,14 +55,14 @@ func (b *Backend) acquire(ctx context.Context, req lockx.Request, shared bool) (
 	for attempt := 0; ; attempt++ {
 		s, err := b.session(ctx, b.index(hash))
 		if err != nil {
-			return lockx.Result{}, unavailable("acquire", err)
+			return driver.Result{}, unavailable("acquire", err)
 		}
 		a := b.attempt(ctx, s, hash, req, shared, mayBlock)
 		if a.flag != nil {
 			// A waiter that will be woken by NOTIFY: its process must hold
 			// the wait flag before the attempt is sent.
 			if err := b.flag(ctx, hash, a.flag); err != nil {
-				return lockx.Result{}, unavailable("acquire", err)
+				return driver.Result{}, unavailable("acquire", err)
 			}
 			mayBlock = false
 			continue
@@ -79,7 +80,7 @@ func (b *Backend) acquire(ctx context.Context, req lockx.Request, shared bool) (
 			if !a.p.finished {
 				a.p.abandoned = true
 				b.mu.Unlock()
-				return lockx.Result{}, unavailable("acquire", context.Cause(ctx))
+				return driver.Result{}, unavailable("acquire", context.Cause(ctx))
 			}
 			b.mu.Unlock()
 			<-a.p.done
@@ -104,7 +105,7 @@ func (b *Backend) acquire(ctx context.Context, req lockx.Request, shared bool) (
 // acquisition in flight (p), another try with a fresh session (retry), or a
 // watcher that must take the wait flag before the attempt (flag).
 type attemptResult struct {
-	res   lockx.Result
+	res   driver.Result
 	p     *pending
 	retry bool
 	err   error
@@ -116,7 +117,7 @@ type attemptResult struct {
 // returns its pending state: on the key's holder session s, or — for a
 // waiter allowed to block (mayBlock) when a wait session is free — as a
 // blocking acquisition on that wait session.
-func (b *Backend) attempt(ctx context.Context, s *session, hash int64, req lockx.Request, shared, mayBlock bool) attemptResult {
+func (b *Backend) attempt(ctx context.Context, s *session, hash int64, req driver.Request, shared, mayBlock bool) attemptResult {
 	now := time.Now()
 	b.mu.Lock()
 	if b.closed {
@@ -129,7 +130,7 @@ func (b *Backend) attempt(ctx context.Context, s *session, hash int64, req lockx
 		b.mu.Unlock()
 		err := b.extendHold(ctx, h, req.Lease)
 		if err == nil {
-			return attemptResult{res: lockx.Result{Acquired: true, Token: h.token, TTL: req.Lease}}
+			return attemptResult{res: driver.Result{Acquired: true, Token: h.token, TTL: req.Lease}}
 		}
 		return attemptResult{retry: isNotHeld(err), err: err}
 	}
@@ -175,7 +176,7 @@ func (b *Backend) attempt(ctx context.Context, s *session, hash int64, req lockx
 			}
 			h.deadline = now.Add(req.Lease)
 			b.mu.Unlock()
-			return attemptResult{res: lockx.Result{Acquired: true, Token: h.token, TTL: req.Lease}}
+			return attemptResult{res: driver.Result{Acquired: true, Token: h.token, TTL: req.Lease}}
 		case sl.pending != nil:
 			if req.Wait && sl.pending.owner != req.Owner {
 				sl.pending.behind = append(sl.pending.behind, req.Owner)
@@ -280,9 +281,9 @@ func (b *Backend) hasFreeWaitSession() bool {
 // refuse answers an attempt this process refuses by itself. A fair waiter
 // still joins (or refreshes its place in) the shared queue, so that order
 // holds across processes.
-func (b *Backend) refuse(ctx context.Context, s *session, hash int64, req lockx.Request, shared bool, ttl time.Duration) attemptResult {
+func (b *Backend) refuse(ctx context.Context, s *session, hash int64, req driver.Request, shared bool, ttl time.Duration) attemptResult {
 	if shared || !req.Fair || !req.Wait {
-		return attemptResult{res: lockx.Result{TTL: ttl}}
+		return attemptResult{res: driver.Result{TTL: ttl}}
 	}
 	qttl := req.QueueTTL
 	if qttl <= 0 {
@@ -302,13 +303,13 @@ func (b *Backend) refuse(ctx context.Context, s *session, hash int64, req lockx.
 	case <-ctx.Done():
 		return attemptResult{err: unavailable("acquire", context.Cause(ctx))}
 	}
-	return attemptResult{res: lockx.Result{TTL: ttl}}
+	return attemptResult{res: driver.Result{TTL: ttl}}
 }
 
 // granted records the outcome of an acquisition statement. It runs on the
 // session's goroutine, so the state is right whether or not the caller is
 // still waiting.
-func (b *Backend) granted(s *session, sl *slot, p *pending, hash int64, req lockx.Request, shared bool, start time.Time, r result) {
+func (b *Backend) granted(s *session, sl *slot, p *pending, hash int64, req driver.Request, shared bool, start time.Time, r result) {
 	b.mu.Lock()
 	p.finished = true
 	p.waited = s.waiting
@@ -337,7 +338,7 @@ func (b *Backend) granted(s *session, sl *slot, p *pending, hash int64, req lock
 		}
 		b.wakeLocked(hash, "") // local waiters refused because of us retry
 	case r.isNull(0):
-		p.res = lockx.Result{TTL: time.Duration(r.val(1)) * time.Millisecond}
+		p.res = driver.Result{TTL: time.Duration(r.val(1)) * time.Millisecond}
 		p.yield = s.waiting
 		b.markRefused(hash, start)
 	case p.abandoned || b.closed || s.isDead():
@@ -349,7 +350,7 @@ func (b *Backend) granted(s *session, sl *slot, p *pending, hash int64, req lock
 		}
 		b.wakeLocked(hash, "")
 	default:
-		h := &hold{hash: hash, key: req.Key, owner: req.Owner, token: lockx.Token(r.val(0)), shared: shared,
+		h := &hold{hash: hash, key: req.Key, owner: req.Owner, token: driver.Token(r.val(0)), shared: shared,
 			sess: s, deadline: start.Add(req.Lease)}
 		h.timer = time.AfterFunc(req.Lease, func() { b.expire(h) })
 		if old := sl.excl; old != nil {
@@ -363,12 +364,12 @@ func (b *Backend) granted(s *session, sl *slot, p *pending, hash int64, req lock
 			s.lent = h
 		}
 		if shared {
-			sl.shared = map[lockx.Owner]*hold{req.Owner: h}
+			sl.shared = map[driver.Owner]*hold{req.Owner: h}
 			sl.sharedKey, sl.sharedTok = req.Key, h.token
 		} else {
 			sl.excl = h
 		}
-		p.res = lockx.Result{Acquired: true, Token: h.token, TTL: req.Lease}
+		p.res = driver.Result{Acquired: true, Token: h.token, TTL: req.Lease}
 	}
 	if !p.res.Acquired {
 		// The owners refused because this attempt was in flight retry: one
@@ -389,7 +390,7 @@ func (b *Backend) granted(s *session, sl *slot, p *pending, hash int64, req lock
 // giveBackOp queues the release of a grant that may have happened on s
 // without being reported. If the release fails, the lock's state is unknown
 // and the session is ended. Callers hold b.mu.
-func (b *Backend) giveBackOp(s *session, hash int64, owner lockx.Owner) {
+func (b *Backend) giveBackOp(s *session, hash int64, owner driver.Owner) {
 	w1, w2 := waitFlag(hash)
 	s.enqueue(&op{stmt: stRelease, args: [][]byte{i8(hash), []byte(owner), i4(w1), i4(w2), []byte(b.names.channel), b.payload(hash)},
 		fin: func(r result) {

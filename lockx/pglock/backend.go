@@ -11,12 +11,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
-// Backend is a lockx.Backend on PostgreSQL session advisory locks. It also
-// implements lockx.Notifier (LISTEN/NOTIFY wake-up) and lockx.BatchExtender.
+// Backend is a driver.Backend on PostgreSQL session advisory locks. It also
+// implements driver.Notifier (LISTEN/NOTIFY wake-up) and driver.BatchExtender.
 // Create one per process and pool with New; it is safe for concurrent use.
 type Backend struct {
 	pool  *pgxpool.Pool
@@ -45,9 +44,9 @@ type Backend struct {
 }
 
 var (
-	_ lockx.Backend       = (*Backend)(nil)
-	_ lockx.Notifier      = (*Backend)(nil)
-	_ lockx.BatchExtender = (*Backend)(nil)
+	_ driver.Backend       = (*Backend)(nil)
+	_ driver.Notifier      = (*Backend)(nil)
+	_ driver.BatchExtender = (*Backend)(nil)
 )
 
 // sessionSlot is one of the Backend's fixed holder sessions, connected on
@@ -67,9 +66,9 @@ type sessionSlot struct {
 // process apart — this map does.
 type slot struct {
 	excl      *hold
-	shared    map[lockx.Owner]*hold
+	shared    map[driver.Owner]*hold
 	sharedKey string
-	sharedTok lockx.Token
+	sharedTok driver.Token
 	sess      *session // session that holds the server-side lock
 	pending   *pending // an acquisition in flight
 }
@@ -80,8 +79,8 @@ func (sl *slot) empty() bool { return sl.excl == nil && len(sl.shared) == 0 && s
 type hold struct {
 	hash     int64
 	key      string
-	owner    lockx.Owner
-	token    lockx.Token
+	owner    driver.Owner
+	token    driver.Token
 	shared   bool
 	sess     *session
 	deadline time.Time // local clock; the row's expires (server clock) is at or after it
@@ -102,7 +101,7 @@ func (h *hold) remaining(now time.Time) time.Duration { return max(h.deadline.Su
 
 // pending is an acquisition whose statement is in flight.
 type pending struct {
-	owner     lockx.Owner
+	owner     driver.Owner
 	done      chan struct{}
 	finished  bool
 	abandoned bool // the caller stopped waiting: give a late grant back
@@ -111,8 +110,8 @@ type pending struct {
 	// behind are the owners this process refused because this attempt was
 	// in flight: they are woken when it ends without a grant, as nothing
 	// else would wake them (see attempt and granted).
-	behind []lockx.Owner
-	res    lockx.Result
+	behind []driver.Owner
+	res    driver.Result
 	err    error
 }
 
@@ -128,7 +127,7 @@ type pending struct {
 func New(pool *pgxpool.Pool, opts ...Option) *Backend {
 	cfg := newConfig(opts)
 	if pool == nil && cfg.err == nil {
-		cfg.err = fmt.Errorf("pglock: %w", &lockx.ArgError{Arg: "pool", Reason: "nil"})
+		cfg.err = fmt.Errorf("pglock: %w", &driver.ArgError{Arg: "pool", Reason: "nil"})
 	}
 	if pool != nil {
 		// Holder sessions never take more than half the pool: the listener
@@ -447,8 +446,8 @@ func await(ch <-chan result) result { return <-ch }
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 func unavailable(op string, err error) error {
-	if errors.Is(err, lockx.ErrInvalidArgument) {
+	if errors.Is(err, driver.ErrInvalidArgument) {
 		return err
 	}
-	return lockx.Unavailable(op, err)
+	return driver.Unavailable(op, err)
 }

@@ -8,7 +8,7 @@ import (
 
 // Now returns the PostgreSQL server's time: clock_timestamp(), the moment of
 // the call (now() would be the start of the enclosing transaction). With
-// Resolution it implements cronguard.Clock, so patterns/cronguard can derive
+// Resolution it implements driver.Clock, so patterns/cronguard can derive
 // triggers from one clock for a whole fleet, as ShedLock's usingDbTime does.
 func (b *Backend) Now(ctx context.Context) (time.Time, error) {
 	if b.cfg.err != nil {

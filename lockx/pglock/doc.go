@@ -37,7 +37,7 @@
 // If a holder session dies — pg_terminate_backend, a server restart, a
 // network cut — PostgreSQL frees its locks; the Backend's health check
 // (WithHealthInterval, default 1 s) notices and reports each of them lost:
-// the next Extend returns lockx.ErrNotHeld, so the Client's watchdog fires
+// the next Extend returns driver.ErrNotHeld, so the Client's watchdog fires
 // Lost, and NotifyLoss callbacks run at once.
 //
 // # Leases
@@ -73,7 +73,7 @@
 //
 // # Read/write locks and semaphores
 //
-// The Backend implements lockx.RWBackend (patterns/rwlock) with advisory
+// The Backend implements driver.RWBackend (patterns/rwlock) with advisory
 // locks on the holder sessions: a reader holds the key's read/write
 // advisory key shared (pg_try_advisory_lock_shared), a writer exclusive, so
 // PostgreSQL keeps readers and writer apart; a read is one statement to
@@ -87,7 +87,7 @@
 // a reader's token is the latest write's. Releases notify the waiters that
 // can now be granted, when some process waits for the key.
 //
-// lockx.SemaphoreBackend (patterns/semaphore) is table-based: each permit
+// driver.SemaphoreBackend (patterns/semaphore) is table-based: each permit
 // holder is a row of lockx_pattern_held with a lease on the server's clock,
 // waiters are rows of lockx_pattern_queue, and each decision is one
 // transaction on a pool connection under pg_advisory_xact_lock on the key's

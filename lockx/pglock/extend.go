@@ -3,26 +3,25 @@ package pglock
 import (
 	"context"
 	"errors"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"time"
-
-	"github.com/lockx-go/lockx/lockx"
 )
 
-// Extend implements lockx.Backend. For the holder's Backend it is one
+// Extend implements driver.Backend. For the holder's Backend it is one
 // statement on the holder session that renews the row's lease; it doubles as
 // that session's health check. It returns ErrNotHeld once the lock is gone:
 // released, its lease run out, force-released through another Backend, or
 // lost with its session.
-func (b *Backend) Extend(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) error {
+func (b *Backend) Extend(ctx context.Context, key string, owner driver.Owner, lease time.Duration) error {
 	if h := b.localHold(b.hash(key), key, owner); h != nil {
 		return b.extendHold(ctx, h, lease)
 	}
 	return b.remote(ctx, "extend", stRemoteExtend, key, owner, lease)
 }
 
-// ExtendMany implements lockx.BatchExtender: the renewals of every session
+// ExtendMany implements driver.BatchExtender: the renewals of every session
 // are queued together and so travel in one pipeline per session.
-func (b *Backend) ExtendMany(ctx context.Context, reqs []lockx.ExtendRequest) []error {
+func (b *Backend) ExtendMany(ctx context.Context, reqs []driver.ExtendRequest) []error {
 	errs := make([]error, len(reqs))
 	waits := make([]*renewal, len(reqs))
 	for i, r := range reqs {
@@ -41,14 +40,14 @@ func (b *Backend) ExtendMany(ctx context.Context, reqs []lockx.ExtendRequest) []
 	return errs
 }
 
-// TTL implements lockx.Backend. The holder's Backend answers from memory.
-func (b *Backend) TTL(ctx context.Context, key string, owner lockx.Owner) (time.Duration, error) {
+// TTL implements driver.Backend. The holder's Backend answers from memory.
+func (b *Backend) TTL(ctx context.Context, key string, owner driver.Owner) (time.Duration, error) {
 	if h := b.localHold(b.hash(key), key, owner); h != nil {
 		b.mu.Lock()
 		d, gone := h.remaining(time.Now()), h.gone
 		b.mu.Unlock()
 		if gone || d <= 0 {
-			return 0, lockx.ErrNotHeld
+			return 0, driver.ErrNotHeld
 		}
 		return d, nil
 	}
@@ -61,7 +60,7 @@ func (b *Backend) TTL(ctx context.Context, key string, owner lockx.Owner) (time.
 	case r.err != nil:
 		return 0, unavailable("ttl", usageError(r.err, b.names))
 	case r.isNull(0):
-		return 0, lockx.ErrNotHeld
+		return 0, driver.ErrNotHeld
 	}
 	return time.Duration(r.val(0)) * time.Millisecond, nil
 }
@@ -75,7 +74,7 @@ func (b *Backend) TTL(ctx context.Context, key string, owner lockx.Owner) (time.
 // lockx's Client learns of loss only through Extend; a Client that uses this
 // capability learns within the health interval instead of at the next
 // renewal (see docs/architecture.md).
-func (b *Backend) NotifyLoss(key string, owner lockx.Owner, fn func()) (stop func()) {
+func (b *Backend) NotifyLoss(key string, owner driver.Owner, fn func()) (stop func()) {
 	h := b.localHold(b.hash(key), key, owner)
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -96,7 +95,7 @@ func (b *Backend) NotifyLoss(key string, owner lockx.Owner, fn func()) (stop fun
 	}
 }
 
-func (b *Backend) localHold(hash int64, key string, owner lockx.Owner) *hold {
+func (b *Backend) localHold(hash int64, key string, owner driver.Owner) *hold {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	sl := b.slots[hash]
@@ -146,7 +145,7 @@ func (b *Backend) startExtend(h *hold, lease time.Duration) renewal {
 	b.mu.Lock()
 	if h.gone || !start.Before(h.deadline) {
 		b.mu.Unlock()
-		return renewal{err: lockx.ErrNotHeld}
+		return renewal{err: driver.ErrNotHeld}
 	}
 	b.mu.Unlock()
 	ch := make(chan result, 1)
@@ -157,22 +156,22 @@ func (b *Backend) startExtend(h *hold, lease time.Duration) renewal {
 		o.stmt, o.args = stExtend, [][]byte{i8(h.hash), []byte(h.owner), i8(ms(lease))}
 	}
 	if !h.sess.enqueue(o) {
-		return renewal{err: lockx.ErrNotHeld}
+		return renewal{err: driver.ErrNotHeld}
 	}
 	return renewal{ch: ch, finish: func(r result) error {
 		switch {
 		case r.err != nil && (h.sess.isDead() || errors.Is(r.err, errSessionLost)):
-			return lockx.ErrNotHeld // the session died, and its locks with it
+			return driver.ErrNotHeld // the session died, and its locks with it
 		case r.err != nil:
 			return unavailable("extend", usageError(r.err, b.names))
 		case !h.shared && r.rows == 0:
 			b.revoke(h)
-			return lockx.ErrNotHeld
+			return driver.ErrNotHeld
 		}
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		if h.gone {
-			return lockx.ErrNotHeld
+			return driver.ErrNotHeld
 		}
 		h.deadline = start.Add(lease)
 		h.timer.Reset(time.Until(h.deadline))
@@ -182,7 +181,7 @@ func (b *Backend) startExtend(h *hold, lease time.Duration) renewal {
 
 // remote runs an owner-checked statement through the lock table for a lock
 // this Backend does not hold.
-func (b *Backend) remote(ctx context.Context, opName, stmt, key string, owner lockx.Owner, lease time.Duration) error {
+func (b *Backend) remote(ctx context.Context, opName, stmt, key string, owner driver.Owner, lease time.Duration) error {
 	ch, err := b.remoteOp(ctx, opName, stmt, key, owner, lease)
 	if err != nil {
 		return err
@@ -192,12 +191,12 @@ func (b *Backend) remote(ctx context.Context, opName, stmt, key string, owner lo
 	case r.err != nil:
 		return unavailable(opName, usageError(r.err, b.names))
 	case r.rows == 0:
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	return nil
 }
 
-func (b *Backend) remoteOp(ctx context.Context, opName, stmt, key string, owner lockx.Owner, lease time.Duration) (chan result, error) {
+func (b *Backend) remoteOp(ctx context.Context, opName, stmt, key string, owner driver.Owner, lease time.Duration) (chan result, error) {
 	hash := b.hash(key)
 	s, err := b.session(ctx, b.index(hash))
 	if err != nil {
@@ -214,4 +213,4 @@ func (b *Backend) remoteOp(ctx context.Context, opName, stmt, key string, owner 
 	return ch, nil
 }
 
-func isNotHeld(err error) bool { return errors.Is(err, lockx.ErrNotHeld) }
+func isNotHeld(err error) bool { return errors.Is(err, driver.ErrNotHeld) }

@@ -9,8 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // fenceTable is the table of fences in pglock's schema: one row per
@@ -20,7 +19,7 @@ import (
 // are bounded by the user's data.
 const fenceTable = "lockx_fences"
 
-// FenceStore is a lockx.FenceStore in PostgreSQL: the table lockx_fences in
+// FenceStore is a driver.FenceStore in PostgreSQL: the table lockx_fences in
 // pglock's schema. Create it with NewFenceStore; it is safe for concurrent
 // use. To fence a write to a table of yours, use FencedExec inside the
 // write's transaction rather than Fence followed by the write.
@@ -34,22 +33,23 @@ type FenceStore struct {
 }
 
 var (
-	_ lockx.FenceStore = (*FenceStore)(nil)
-	_ lockx.FenceStore = (*Backend)(nil)
+	_ driver.FenceStore = (*FenceStore)(nil)
+	_ driver.FenceStore = (*Backend)(nil)
 )
 
 // backendFences caches the fence store of each schema a Backend uses, so
 // that Backend.Fence builds its statements once.
 var backendFences sync.Map // schema → *FenceStore
 
-// Fence implements lockx.FenceStore on the fence table of the Backend's
+// Fence implements driver.FenceStore on the fence table of the Backend's
 // schema, so a Client's backend offers the capability:
 //
-//	store, ok := client.Backend().(lockx.FenceStore)
+//	var store driver.FenceStore
+//	ok := driver.As(client.Backend(), &store)
 //
 // It is NewFenceStore(pool, WithSchema(schema)).Fence, with the Backend's
 // auto-migration setting.
-func (b *Backend) Fence(ctx context.Context, resource string, token lockx.Token) error {
+func (b *Backend) Fence(ctx context.Context, resource string, token driver.Token) error {
 	if b.cfg.err != nil {
 		return b.cfg.err
 	}
@@ -70,7 +70,7 @@ func (b *Backend) Fence(ctx context.Context, resource string, token lockx.Token)
 func NewFenceStore(pool *pgxpool.Pool, opts ...Option) *FenceStore {
 	cfg := newConfig(opts)
 	if pool == nil && cfg.err == nil {
-		cfg.err = fmt.Errorf("pglock: %w", &lockx.ArgError{Arg: "pool", Reason: "nil"})
+		cfg.err = fmt.Errorf("pglock: %w", &driver.ArgError{Arg: "pool", Reason: "nil"})
 	}
 	table := fenceTableName(cfg.schema)
 	return &FenceStore{pool: pool, schema: cfg.schema, table: table, upsert: fenceUpsert(table), autoMigrate: cfg.autoMigrate, err: cfg.err}
@@ -118,19 +118,19 @@ func MigrateFences(ctx context.Context, pool *pgxpool.Pool, opts ...Option) erro
 	return nil
 }
 
-// Fence implements lockx.FenceStore with one upsert (and, for a stale
+// Fence implements driver.FenceStore with one upsert (and, for a stale
 // token, one read of the token that beat it).
-func (s *FenceStore) Fence(ctx context.Context, resource string, token lockx.Token) error {
+func (s *FenceStore) Fence(ctx context.Context, resource string, token driver.Token) error {
 	if s.err != nil {
 		return s.err
 	}
-	if err := lockx.CheckFenceArgs(resource, token); err != nil {
+	if err := driver.CheckFenceArgs(resource, token); err != nil {
 		return err
 	}
 	err := s.fence(ctx, s.pool, resource, token)
 	if err != nil && s.autoMigrate && isMissingSchema(err) {
 		if merr := MigrateFences(ctx, s.pool, WithSchema(s.schema)); merr != nil {
-			return lockx.Unavailable("fence", merr)
+			return driver.Unavailable("fence", merr)
 		}
 		err = s.fence(ctx, s.pool, resource, token)
 	}
@@ -142,7 +142,7 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-func (s *FenceStore) fence(ctx context.Context, q querier, resource string, token lockx.Token) error {
+func (s *FenceStore) fence(ctx context.Context, q querier, resource string, token driver.Token) error {
 	var got int64
 	err := q.QueryRow(ctx, s.upsert, []byte(resource), int64(token)).Scan(&got)
 	if err == nil {
@@ -155,10 +155,10 @@ func (s *FenceStore) fence(ctx context.Context, q querier, resource string, toke
 	if err := q.QueryRow(ctx, `SELECT token FROM `+s.table+` WHERE resource = $1`, []byte(resource)).Scan(&seen); err != nil {
 		return fenceFail(ctx, err)
 	}
-	if lockx.Token(seen) <= token { // cannot happen: the row is locked
-		return lockx.Unavailable("fence", fmt.Errorf("fence of %q moved under a row lock: %d", resource, seen))
+	if driver.Token(seen) <= token { // cannot happen: the row is locked
+		return driver.Unavailable("fence", fmt.Errorf("fence of %q moved under a row lock: %d", resource, seen))
 	}
-	return &lockx.StaleTokenError{Resource: resource, Token: token, Seen: lockx.Token(seen)}
+	return &driver.StaleTokenError{Resource: resource, Token: token, Seen: driver.Token(seen)}
 }
 
 // fenceFail classifies an error of the fence statements: the context's own
@@ -171,7 +171,7 @@ func fenceFail(ctx context.Context, err error) error {
 	if isMissingSchema(err) {
 		err = &missingFences{err}
 	}
-	return lockx.Unavailable("fence", err)
+	return driver.Unavailable("fence", err)
 }
 
 type missingFences struct{ err error }
@@ -184,7 +184,7 @@ func (e *missingFences) Unwrap() error { return e.err }
 
 // FencedExec runs sql in tx only if token is current for resource: it
 // records the token in the fence table, in tx, and then executes the
-// statement. A stale token returns a *lockx.StaleTokenError and runs
+// statement. A stale token returns a *driver.StaleTokenError and runs
 // nothing; the caller should roll tx back.
 //
 // The fence row stays locked until tx ends, so fenced writers of one
@@ -197,14 +197,14 @@ func (e *missingFences) Unwrap() error { return e.err }
 // The fence table must exist (MigrateFences): a failing statement would
 // abort tx, so FencedExec cannot create it on the fly. Errors of sql itself
 // are returned as they are.
-func (s *FenceStore) FencedExec(ctx context.Context, tx pgx.Tx, resource string, token lockx.Token, sql string, args ...any) (pgconn.CommandTag, error) {
+func (s *FenceStore) FencedExec(ctx context.Context, tx pgx.Tx, resource string, token driver.Token, sql string, args ...any) (pgconn.CommandTag, error) {
 	if s.err != nil {
 		return pgconn.CommandTag{}, s.err
 	}
 	if tx == nil {
-		return pgconn.CommandTag{}, &lockx.ArgError{Arg: "tx", Reason: "nil"}
+		return pgconn.CommandTag{}, &driver.ArgError{Arg: "tx", Reason: "nil"}
 	}
-	if err := lockx.CheckFenceArgs(resource, token); err != nil {
+	if err := driver.CheckFenceArgs(resource, token); err != nil {
 		return pgconn.CommandTag{}, err
 	}
 	if err := s.fence(ctx, tx, resource, token); err != nil {
@@ -220,10 +220,10 @@ func (s *FenceStore) FencedExec(ctx context.Context, tx pgx.Tx, resource string,
 //	defer tx.Rollback(ctx)
 //	if _, err := pglock.FencedExec(ctx, tx, "invoice/7", l.Token(),
 //		`UPDATE invoices SET total = $1 WHERE id = $2`, total, 7); err != nil {
-//		return err // errors.Is(err, lockx.ErrStaleToken): a newer holder wrote
+//		return err // errors.Is(err, driver.ErrStaleToken): a newer holder wrote
 //	}
 //	return tx.Commit(ctx)
-func FencedExec(ctx context.Context, tx pgx.Tx, resource string, token lockx.Token, sql string, args ...any) (pgconn.CommandTag, error) {
+func FencedExec(ctx context.Context, tx pgx.Tx, resource string, token driver.Token, sql string, args ...any) (pgconn.CommandTag, error) {
 	return defaultFences.FencedExec(ctx, tx, resource, token, sql, args...)
 }
 

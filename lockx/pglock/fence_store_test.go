@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/pglock"
 )
 
@@ -210,9 +211,10 @@ func TestBackendIsFenceStore(t *testing.T) {
 	ctx := ctxT(t, 30*time.Second)
 	locks := lockx.New(pglock.New(e.pool, pglock.WithSchema(e.schema)))
 	defer locks.Close()
-	store, ok := locks.Backend().(lockx.FenceStore)
+	var store driver.FenceStore
+	ok := driver.As(locks.Backend(), &store)
 	if !ok {
-		t.Fatal("pglock.Backend does not offer lockx.FenceStore")
+		t.Fatal("pglock.Backend does not offer driver.FenceStore")
 	}
 	l, err := locks.Acquire(ctx, "docs/1")
 	if err != nil {

@@ -7,11 +7,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
-var _ lockx.Inspector = (*Backend)(nil)
+var _ driver.Inspector = (*Backend)(nil)
 
 // sqlInspect lists the held locks of the schema: rows of the lock table
 // whose session still holds the advisory lock (pg_locks), with the lease
@@ -26,10 +25,10 @@ FROM {held} h
 WHERE h.expires > clock_timestamp() AND substring(h.key FROM 1 FOR length($1::bytea)) = $1::bytea AND {live}
 ORDER BY h.key`
 
-// Locks implements lockx.Inspector: one query joining the lock table with
+// Locks implements driver.Inspector: one query joining the lock table with
 // pg_locks, so a row left behind by a dead session is never reported. Age
 // is measured from the grant by the server's clock.
-func (b *Backend) Locks(ctx context.Context, prefix string, fn func(lockx.LockInfo) bool) error {
+func (b *Backend) Locks(ctx context.Context, prefix string, fn func(driver.LockInfo) bool) error {
 	infos, err := b.inspect(ctx, "locks", prefix)
 	if err != nil {
 		return err
@@ -42,27 +41,27 @@ func (b *Backend) Locks(ctx context.Context, prefix string, fn func(lockx.LockIn
 	return nil
 }
 
-// Lock implements lockx.Inspector.
-func (b *Backend) Lock(ctx context.Context, key string) (lockx.LockInfo, error) {
+// Lock implements driver.Inspector.
+func (b *Backend) Lock(ctx context.Context, key string) (driver.LockInfo, error) {
 	infos, err := b.inspect(ctx, "lock", key)
 	if err != nil {
-		return lockx.LockInfo{}, err
+		return driver.LockInfo{}, err
 	}
 	for _, li := range infos {
 		if li.Key == key {
 			return li, nil
 		}
 	}
-	return lockx.LockInfo{}, lockx.ErrNotHeld
+	return driver.LockInfo{}, driver.ErrNotHeld
 }
 
-func (b *Backend) inspect(ctx context.Context, op, prefix string) ([]lockx.LockInfo, error) {
+func (b *Backend) inspect(ctx context.Context, op, prefix string) ([]driver.LockInfo, error) {
 	q := strings.NewReplacer("{live}", sqlLive, "{held}", b.names.held, "{queue}", b.names.queue).Replace(sqlInspect)
 	rows, err := b.pool.Query(ctx, q, []byte(prefix))
 	if err != nil {
 		return nil, inspectError(op, err)
 	}
-	var out []lockx.LockInfo
+	var out []driver.LockInfo
 	for rows.Next() {
 		var (
 			hash       int64
@@ -78,8 +77,8 @@ func (b *Backend) inspect(ctx context.Context, op, prefix string) ([]lockx.LockI
 		if keyHash(b.cfg.namespace, string(key)) != hash {
 			continue // another namespace's lock in the same schema
 		}
-		out = append(out, lockx.LockInfo{
-			Key: string(key), Owner: lockx.Owner(owner), Token: lockx.Token(token),
+		out = append(out, driver.LockInfo{
+			Key: string(key), Owner: driver.Owner(owner), Token: driver.Token(token),
 			TTL: secs(ttl), Age: secs(age), Waiters: int(waiters),
 		})
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/pglock"
 )
 
@@ -95,7 +96,7 @@ func TestConnectionBudget(t *testing.T) {
 			defer wg.Done()
 			for i := g; i < len(owners); i += 20 {
 				owners[i] = lockx.NewOwner()
-				r, err := holder.Acquire(ctx, lockx.Request{Key: fmt.Sprintf("budget-%d", i), Owner: owners[i], Lease: time.Minute})
+				r, err := holder.Acquire(ctx, driver.Request{Key: fmt.Sprintf("budget-%d", i), Owner: owners[i], Lease: time.Minute})
 				if err == nil && !r.Acquired {
 					err = fmt.Errorf("lock %d not granted", i)
 				}

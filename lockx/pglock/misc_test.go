@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/pglock"
 )
 
@@ -79,7 +80,7 @@ func TestMissingCreatePrivilege(t *testing.T) {
 	}
 	b2 := pglock.New(pool, pglock.WithSchema(e.schema))
 	defer b2.Close()
-	_, err = b2.Acquire(ctx, lockx.Request{Key: "k", Owner: lockx.NewOwner(), Lease: time.Second})
+	_, err = b2.Acquire(ctx, driver.Request{Key: "k", Owner: lockx.NewOwner(), Lease: time.Second})
 	if !errors.Is(err, lockx.ErrUnavailable) || !strings.Contains(err.Error(), "lacks USAGE") {
 		t.Fatalf("Acquire without rights on the schema = %v", err)
 	}
@@ -167,8 +168,8 @@ func TestSharedLocks(t *testing.T) {
 	b1 := e.backend(t)
 	b2 := e.backend(t)
 	ctx := ctxT(t, 10*time.Second)
-	req := func(owner lockx.Owner) lockx.Request {
-		return lockx.Request{Key: "doc", Owner: owner, Lease: 10 * time.Second}
+	req := func(owner lockx.Owner) driver.Request {
+		return driver.Request{Key: "doc", Owner: owner, Lease: 10 * time.Second}
 	}
 	r1, r2, r3, w := lockx.NewOwner(), lockx.NewOwner(), lockx.NewOwner(), lockx.NewOwner()
 	for _, c := range []struct {

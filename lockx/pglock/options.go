@@ -2,10 +2,9 @@ package pglock
 
 import (
 	"fmt"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"log/slog"
 	"time"
-
-	"github.com/lockx-go/lockx/lockx"
 )
 
 // Defaults of a Backend's options.
@@ -62,7 +61,7 @@ func newConfig(opts []Option) config {
 
 func (c *config) fail(arg, format string, args ...any) {
 	if c.err == nil {
-		c.err = fmt.Errorf("pglock: bad option: %w", &lockx.ArgError{Arg: arg, Reason: fmt.Sprintf(format, args...)})
+		c.err = fmt.Errorf("pglock: bad option: %w", &driver.ArgError{Arg: arg, Reason: fmt.Sprintf(format, args...)})
 	}
 }
 
@@ -156,7 +155,7 @@ func WithStatementTimeout(d time.Duration) Option {
 
 // WithConnectTimeout bounds how long the Backend waits for a pool connection
 // for a holder or listener session (default 3 s), so a server that is down
-// yields lockx.ErrUnavailable quickly.
+// yields driver.ErrUnavailable quickly.
 func WithConnectTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d <= 0 {

@@ -9,9 +9,10 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
-// Semaphores (lockx.SemaphoreBackend) are table-based (read/write locks are
+// Semaphores (driver.SemaphoreBackend) are table-based (read/write locks are
 // advisory locks: rw.go): holders are rows of lockx_pattern_held with a
 // lease on the server's clock, waiters rows of lockx_pattern_queue (sem.go).
 // Every decision runs in one short transaction on a pool connection that
@@ -34,8 +35,8 @@ const (
 )
 
 var (
-	_ lockx.RWBackend        = (*Backend)(nil)
-	_ lockx.SemaphoreBackend = (*Backend)(nil)
+	_ driver.RWBackend        = (*Backend)(nil)
+	_ driver.SemaphoreBackend = (*Backend)(nil)
 )
 
 // patternLock is the advisory xact-lock key serialising decisions on a
@@ -82,7 +83,7 @@ func (b *Backend) patternTx(ctx context.Context, op string, kind int, key string
 			err = run()
 		}
 	}
-	if err == nil || errors.Is(err, lockx.ErrUpgrade) || errors.Is(err, lockx.ErrNotHeld) {
+	if err == nil || errors.Is(err, driver.ErrUpgrade) || errors.Is(err, driver.ErrNotHeld) {
 		return err
 	}
 	if isMissingSchema(err) {
@@ -121,7 +122,7 @@ const sqlOwnSeq = `(SELECT seq FROM {pqueue} WHERE kind = $1 AND hash = $2 AND o
 
 // extendPattern renews a live hold in one statement: it needs no decision
 // lock, since it only moves its own row's lease.
-func (b *Backend) extendPattern(ctx context.Context, op string, kind int, key string, owner lockx.Owner, m int, lease time.Duration) error {
+func (b *Backend) extendPattern(ctx context.Context, op string, kind int, key string, owner driver.Owner, m int, lease time.Duration) error {
 	return b.patternTx(ctx, op, kind, key, func(c *pgx.Conn, hash, _ int64) error {
 		tag, err := c.Exec(ctx, b.names.expandPattern(`UPDATE {pheld} SET expires = clock_timestamp() + $5 * interval '1 millisecond'
 			WHERE kind = $1 AND hash = $2 AND owner = $3 AND mode = $4 AND expires > clock_timestamp()`), kind, hash, []byte(owner), m, ms(lease))
@@ -129,7 +130,7 @@ func (b *Backend) extendPattern(ctx context.Context, op string, kind int, key st
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return lockx.ErrNotHeld
+			return driver.ErrNotHeld
 		}
 		return nil
 	})
@@ -149,18 +150,18 @@ const maxWakeNames = 100
 // answerLocally answers a queued fair waiter's retry with a refusal
 // without a decision, if nothing can have changed for it since its last
 // refused one (refusals.go).
-func (b *Backend) answerLocally(req lockx.Request, ask refusal) (lockx.Result, bool) {
+func (b *Backend) answerLocally(req driver.Request, ask refusal) (driver.Result, bool) {
 	if !req.Fair || !req.Wait {
-		return lockx.Result{}, false
+		return driver.Result{}, false
 	}
 	ttl, ok := b.refs.cached(hex.EncodeToString([]byte(req.Owner)), ask)
-	return lockx.Result{TTL: ttl}, ok
+	return driver.Result{TTL: ttl}, ok
 }
 
 // noteAnswer caches a queued fair waiter's refusal (decided after
 // notification seq, while the listener was listening), or forgets the
 // owner's cached refusal once it is granted.
-func (b *Backend) noteAnswer(req lockx.Request, ask refusal, res lockx.Result, seq uint64, listening bool) {
+func (b *Backend) noteAnswer(req driver.Request, ask refusal, res driver.Result, seq uint64, listening bool) {
 	owner := hex.EncodeToString([]byte(req.Owner))
 	switch {
 	case res.Acquired:

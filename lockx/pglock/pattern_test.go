@@ -6,14 +6,15 @@ import (
 
 	"github.com/lockx-go/lockx/internal/backendtest"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/lockxtest"
 	"github.com/lockx-go/lockx/lockx/pglock"
 )
 
 // patternBackend returns a factory of Backends on one schema, each with one
 // holder session, as separate processes would have.
-func patternBackend(e *env) func(t *testing.T) lockx.Backend {
-	return func(t *testing.T) lockx.Backend {
+func patternBackend(e *env) func(t *testing.T) driver.Backend {
+	return func(t *testing.T) driver.Backend {
 		b := pglock.New(e.pool, pglock.WithSchema(e.schema), pglock.WithSessions(1))
 		t.Cleanup(func() { _ = b.Close() })
 		if err := b.Connect(ctxT(t, 10*time.Second)); err != nil {
@@ -54,8 +55,8 @@ func TestSemaphoreShrinkStopsHandOverOnAnyPath(t *testing.T) {
 	ctx := ctxT(t, 30*time.Second)
 	b1, b2 := e.backend(t), e.backend(t)
 	k := "sem-shrink-any-" + randHex(4)
-	req := func(o lockx.Owner, limit int64, wait bool) lockx.PermitRequest {
-		return lockx.PermitRequest{Request: lockx.Request{Key: k, Owner: o, Lease: 10 * time.Second, Wait: wait, QueueTTL: 10 * time.Second}, Limit: limit, Count: 1}
+	req := func(o lockx.Owner, limit int64, wait bool) driver.PermitRequest {
+		return driver.PermitRequest{Request: driver.Request{Key: k, Owner: o, Lease: 10 * time.Second, Wait: wait, QueueTTL: 10 * time.Second}, Limit: limit, Count: 1}
 	}
 	a, b, w := lockx.NewOwner(), lockx.NewOwner(), lockx.NewOwner()
 	for _, o := range []lockx.Owner{a, b} {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/lockxtest"
 	"github.com/lockx-go/lockx/lockx/pglock"
 )
@@ -89,7 +90,7 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 
 func TestConformance(t *testing.T) {
 	e := newEnv(t, 60)
-	lockxtest.Run(t, func(t *testing.T) lockx.Backend {
+	lockxtest.Run(t, func(t *testing.T) driver.Backend {
 		// One session per Backend: the suite makes many Backends at once.
 		// Connected up front like a started process, so that the suite's
 		// timing (waiters 60 ms apart) does not measure connection set-up.

@@ -7,8 +7,7 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // ErrTransactionPooler reports that the backend reaches PostgreSQL through
@@ -18,7 +17,7 @@ import (
 // be left behind for whichever client gets the connection next — shared
 // with it, or leaked when this one is done. The backend refuses to take
 // any; connect it to the server itself or through a session-mode pool.
-// The error also matches errors.ErrUnsupported and lockx.ErrInvalidArgument
+// The error also matches errors.ErrUnsupported and driver.ErrInvalidArgument
 // (the pool given to New is unfit), so Acquire returns it at once instead
 // of retrying.
 var ErrTransactionPooler = errors.New("pglock: PostgreSQL is reached through a transaction-mode pooler (such as PgBouncer with pool_mode = transaction): session advisory locks are not safe there; connect to the server or through a session-mode pool")
@@ -53,7 +52,7 @@ func checkPooler(ctx context.Context, pg *pgconn.PgConn, cfg *pgconn.Config) err
 	if theirs == first || again != first {
 		return fmt.Errorf("%w (server process %d served this connection, then %s): %w: %w",
 			ErrTransactionPooler, first, servedBy(theirs, again, first), errors.ErrUnsupported,
-			&lockx.ArgError{Arg: "pool", Reason: "reaches PostgreSQL through a transaction-mode pooler"})
+			&driver.ArgError{Arg: "pool", Reason: "reaches PostgreSQL through a transaction-mode pooler"})
 	}
 	return nil
 }

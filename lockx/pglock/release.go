@@ -2,12 +2,11 @@ package pglock
 
 import (
 	"context"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"time"
-
-	"github.com/lockx-go/lockx/lockx"
 )
 
-// Release implements lockx.Backend. The holder's Backend unlocks on its
+// Release implements driver.Backend. The holder's Backend unlocks on its
 // session, removes the row and notifies waiting processes (only if some
 // process has waiters for the key) in one statement. Any other Backend
 // releases by owner through the lock table: a fair waiter withdrawing from
@@ -15,7 +14,7 @@ import (
 // notices at its next Extend and reports as ErrNotHeld (so lockx's watchdog
 // declares the lock lost). It returns ErrNotHeld if owner neither held the
 // key nor waited for it.
-func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) error {
+func (b *Backend) Release(ctx context.Context, key string, owner driver.Owner) error {
 	hash := b.hash(key)
 	b.mu.Lock()
 	if b.closed {
@@ -47,7 +46,7 @@ func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) er
 	if h.gone {
 		b.dropIfEmpty(hash, sl)
 		b.mu.Unlock()
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	h.gone = true
 	h.timer.Stop()
@@ -80,7 +79,7 @@ func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) er
 
 // releaseOp queues the statement that frees hash on s: unlock, drop the row,
 // notify waiters if any. Callers hold b.mu.
-func (b *Backend) releaseOp(s *session, hash int64, owner lockx.Owner, shared bool, ch chan result) bool {
+func (b *Backend) releaseOp(s *session, hash int64, owner driver.Owner, shared bool, ch chan result) bool {
 	w1, w2 := waitFlag(hash)
 	stmt := stRelease
 	if shared {
@@ -99,7 +98,7 @@ func (b *Backend) releaseOp(s *session, hash int64, owner lockx.Owner, shared bo
 }
 
 // remoteRelease releases by owner through the lock table.
-func (b *Backend) remoteRelease(ctx context.Context, hash int64, key string, owner lockx.Owner) error {
+func (b *Backend) remoteRelease(ctx context.Context, hash int64, key string, owner driver.Owner) error {
 	s, err := b.session(ctx, b.index(hash))
 	if err != nil {
 		return unavailable("release", err)
@@ -117,7 +116,7 @@ func (b *Backend) remoteRelease(ctx context.Context, hash int64, key string, own
 	if r.val(1) > 0 {
 		return nil
 	}
-	return lockx.ErrNotHeld
+	return driver.ErrNotHeld
 }
 
 // expire is a hold's lease timer. Shared holds are process-local and end

@@ -8,18 +8,17 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // resultTable is the table of idempotent outcomes in pglock's schema: one
-// row per key, its encoded lockx.Outcome and when it expires. It is a logged
+// row per key, its encoded driver.Outcome and when it expires. It is a logged
 // table: an outcome is a promise to every later caller of the key, and a
 // crash must not break it. Expired rows are overwritten when their key is
 // used again and removed by PurgeResults.
 const resultTable = "lockx_results"
 
-// ResultStore is a lockx.ResultStore in PostgreSQL, and the unique-index
+// ResultStore is a driver.ResultStore in PostgreSQL, and the unique-index
 // fallback of patterns/idempotency (InTx): outcomes commit in the same
 // transaction as the work under the table's primary key. Create it with
 // NewResultStore; it is safe for concurrent use. Expiry is decided by the
@@ -33,8 +32,8 @@ type ResultStore struct {
 }
 
 var (
-	_ lockx.ResultStore = (*ResultStore)(nil)
-	_ lockx.ResultStore = (*Backend)(nil)
+	_ driver.ResultStore = (*ResultStore)(nil)
+	_ driver.ResultStore = (*Backend)(nil)
 )
 
 // NewResultStore returns a result store on pool. WithSchema selects the
@@ -45,7 +44,7 @@ var (
 func NewResultStore(pool *pgxpool.Pool, opts ...Option) *ResultStore {
 	cfg := newConfig(opts)
 	if pool == nil && cfg.err == nil {
-		cfg.err = fmt.Errorf("pglock: %w", &lockx.ArgError{Arg: "pool", Reason: "nil"})
+		cfg.err = fmt.Errorf("pglock: %w", &driver.ArgError{Arg: "pool", Reason: "nil"})
 	}
 	return &ResultStore{pool: pool, schema: cfg.schema, table: resultTableName(cfg.schema), autoMigrate: cfg.autoMigrate, err: cfg.err}
 }
@@ -116,60 +115,60 @@ func (s *ResultStore) withMigration(ctx context.Context, op func() error) error 
 	err := op()
 	if err != nil && s.autoMigrate && isMissingSchema(err) {
 		if merr := MigrateResults(ctx, s.pool, WithSchema(s.schema)); merr != nil {
-			return lockx.Unavailable("results", merr)
+			return driver.Unavailable("results", merr)
 		}
 		err = op()
 	}
 	return err
 }
 
-func (s *ResultStore) load(ctx context.Context, q queryRower, key string) (lockx.Outcome, error) {
+func (s *ResultStore) load(ctx context.Context, q queryRower, key string) (driver.Outcome, error) {
 	var raw []byte
 	err := q.QueryRow(ctx, s.loadSQL(), []byte(key)).Scan(&raw)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return lockx.Outcome{}, lockx.ErrNoResult
+		return driver.Outcome{}, driver.ErrNoResult
 	}
 	if err != nil {
-		return lockx.Outcome{}, err
+		return driver.Outcome{}, err
 	}
-	var o lockx.Outcome
+	var o driver.Outcome
 	if err := o.UnmarshalBinary(raw); err != nil {
-		return lockx.Outcome{}, lockx.Unavailable("load result", err)
+		return driver.Outcome{}, driver.Unavailable("load result", err)
 	}
 	return o, nil
 }
 
-// LoadResult implements lockx.ResultStore with one SELECT.
-func (s *ResultStore) LoadResult(ctx context.Context, key string) (lockx.Outcome, error) {
-	if err := lockx.CheckResultArgs(key, 1); err != nil {
-		return lockx.Outcome{}, err
+// LoadResult implements driver.ResultStore with one SELECT.
+func (s *ResultStore) LoadResult(ctx context.Context, key string) (driver.Outcome, error) {
+	if err := driver.CheckResultArgs(key, 1); err != nil {
+		return driver.Outcome{}, err
 	}
-	var o lockx.Outcome
+	var o driver.Outcome
 	err := s.withMigration(ctx, func() (err error) {
 		o, err = s.load(ctx, s.pool, key)
 		return err
 	})
 	if err != nil {
-		return lockx.Outcome{}, resultFail(ctx, "load result", err)
+		return driver.Outcome{}, resultFail(ctx, "load result", err)
 	}
 	return o, nil
 }
 
-// SaveResult implements lockx.ResultStore with one upsert, plus one SELECT
+// SaveResult implements driver.ResultStore with one upsert, plus one SELECT
 // of the outcome that won when there was one.
-func (s *ResultStore) SaveResult(ctx context.Context, key string, o lockx.Outcome, retention time.Duration) (lockx.Outcome, bool, error) {
-	if err := lockx.CheckResultArgs(key, retention); err != nil {
-		return lockx.Outcome{}, false, err
+func (s *ResultStore) SaveResult(ctx context.Context, key string, o driver.Outcome, retention time.Duration) (driver.Outcome, bool, error) {
+	if err := driver.CheckResultArgs(key, retention); err != nil {
+		return driver.Outcome{}, false, err
 	}
 	if o.Created.IsZero() {
 		o.Created = time.Now()
 	}
 	raw, err := o.MarshalBinary()
 	if err != nil {
-		return lockx.Outcome{}, false, err
+		return driver.Outcome{}, false, err
 	}
 	var (
-		won   lockx.Outcome
+		won   driver.Outcome
 		saved bool
 	)
 	err = s.withMigration(ctx, func() error {
@@ -180,19 +179,19 @@ func (s *ResultStore) SaveResult(ctx context.Context, key string, o lockx.Outcom
 		return err
 	})
 	switch {
-	case errors.Is(err, lockx.ErrNoResult): // expired between the two statements: rare, retryable
-		return lockx.Outcome{}, false, lockx.Unavailable("save result", errors.New("the stored outcome expired during the save; retry"))
+	case errors.Is(err, driver.ErrNoResult): // expired between the two statements: rare, retryable
+		return driver.Outcome{}, false, driver.Unavailable("save result", errors.New("the stored outcome expired during the save; retry"))
 	case err != nil:
-		return lockx.Outcome{}, false, resultFail(ctx, "save result", err)
+		return driver.Outcome{}, false, resultFail(ctx, "save result", err)
 	case saved:
 		return o, true, nil
 	}
 	return won, false, nil
 }
 
-// DeleteResult implements lockx.ResultStore.
+// DeleteResult implements driver.ResultStore.
 func (s *ResultStore) DeleteResult(ctx context.Context, key string) error {
-	if err := lockx.CheckResultArgs(key, 1); err != nil {
+	if err := driver.CheckResultArgs(key, 1); err != nil {
 		return err
 	}
 	err := s.withMigration(ctx, func() error {
@@ -225,15 +224,15 @@ func (s *ResultStore) PurgeResults(ctx context.Context) (int64, error) {
 // so that only the outcome commits. An error from body rolls everything
 // back. Inside body, take a transaction-scoped advisory lock (TxLock) as
 // well if other writers of the same rows do not go through the key.
-func (s *ResultStore) InTx(ctx context.Context, key string, retention time.Duration, body func(ctx context.Context, tx pgx.Tx) (lockx.Outcome, error)) (lockx.Outcome, bool, error) {
-	if err := lockx.CheckResultArgs(key, retention); err != nil {
-		return lockx.Outcome{}, false, err
+func (s *ResultStore) InTx(ctx context.Context, key string, retention time.Duration, body func(ctx context.Context, tx pgx.Tx) (driver.Outcome, error)) (driver.Outcome, bool, error) {
+	if err := driver.CheckResultArgs(key, retention); err != nil {
+		return driver.Outcome{}, false, err
 	}
 	if body == nil {
-		return lockx.Outcome{}, false, &lockx.ArgError{Arg: "body", Reason: "nil"}
+		return driver.Outcome{}, false, &driver.ArgError{Arg: "body", Reason: "nil"}
 	}
 	var (
-		o       lockx.Outcome
+		o       driver.Outcome
 		claimed bool
 		bodyErr error
 	)
@@ -243,17 +242,17 @@ func (s *ResultStore) InTx(ctx context.Context, key string, retention time.Durat
 		return err
 	})
 	if bodyErr != nil {
-		return lockx.Outcome{}, false, bodyErr
+		return driver.Outcome{}, false, bodyErr
 	}
 	if err != nil {
-		return lockx.Outcome{}, false, resultFail(ctx, "result transaction", err)
+		return driver.Outcome{}, false, resultFail(ctx, "result transaction", err)
 	}
 	return o, claimed, nil
 }
 
 // inTx runs one attempt; bodyErr is body's own error (returned unwrapped),
 // err a database error.
-func (s *ResultStore) inTx(ctx context.Context, key string, retention time.Duration, body func(context.Context, pgx.Tx) (lockx.Outcome, error)) (o lockx.Outcome, claimed bool, bodyErr, err error) {
+func (s *ResultStore) inTx(ctx context.Context, key string, retention time.Duration, body func(context.Context, pgx.Tx) (driver.Outcome, error)) (o driver.Outcome, claimed bool, bodyErr, err error) {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return o, false, nil, err
@@ -265,7 +264,7 @@ func (s *ResultStore) inTx(ctx context.Context, key string, retention time.Durat
 		// A live outcome: committed before us, or by the transaction we
 		// just waited for. READ COMMITTED lets this statement see it.
 		o, err = s.load(ctx, tx, key)
-		if errors.Is(err, lockx.ErrNoResult) {
+		if errors.Is(err, driver.ErrNoResult) {
 			err = errors.New("pglock: the claimed key's outcome vanished; retry")
 		}
 		return o, false, nil, err
@@ -280,7 +279,7 @@ func (s *ResultStore) inTx(ctx context.Context, key string, retention time.Durat
 	}
 	o, bodyErr = body(ctx, sp)
 	if bodyErr != nil {
-		return lockx.Outcome{}, false, bodyErr, nil
+		return driver.Outcome{}, false, bodyErr, nil
 	}
 	if o.Failed {
 		err = sp.Rollback(ctx)
@@ -310,7 +309,7 @@ func (s *ResultStore) inTx(ctx context.Context, key string, retention time.Durat
 // the context's own error if it ended, a bad argument as is, else an
 // ErrUnavailable error wrapping the cause.
 func resultFail(ctx context.Context, op string, err error) error {
-	if err == nil || errors.Is(err, lockx.ErrNoResult) || errors.Is(err, lockx.ErrInvalidArgument) {
+	if err == nil || errors.Is(err, driver.ErrNoResult) || errors.Is(err, driver.ErrInvalidArgument) {
 		return err
 	}
 	if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
@@ -319,7 +318,7 @@ func resultFail(ctx context.Context, op string, err error) error {
 	if isMissingSchema(err) {
 		err = fmt.Errorf("the result table is missing; run pglock.MigrateResults: %w", err)
 	}
-	return lockx.Unavailable(op, err)
+	return driver.Unavailable(op, err)
 }
 
 // results returns the backend's result store: the same pool and schema.
@@ -332,19 +331,19 @@ func (b *Backend) results() *ResultStore {
 	return s
 }
 
-// LoadResult implements lockx.ResultStore on the backend's pool and schema,
+// LoadResult implements driver.ResultStore on the backend's pool and schema,
 // so that idempotency.New(lockx.New(pglock.New(pool))) keeps outcomes in
 // PostgreSQL with no further setup.
-func (b *Backend) LoadResult(ctx context.Context, key string) (lockx.Outcome, error) {
+func (b *Backend) LoadResult(ctx context.Context, key string) (driver.Outcome, error) {
 	return b.results().LoadResult(ctx, key)
 }
 
-// SaveResult implements lockx.ResultStore; see LoadResult.
-func (b *Backend) SaveResult(ctx context.Context, key string, o lockx.Outcome, retention time.Duration) (lockx.Outcome, bool, error) {
+// SaveResult implements driver.ResultStore; see LoadResult.
+func (b *Backend) SaveResult(ctx context.Context, key string, o driver.Outcome, retention time.Duration) (driver.Outcome, bool, error) {
 	return b.results().SaveResult(ctx, key, o, retention)
 }
 
-// DeleteResult implements lockx.ResultStore; see LoadResult.
+// DeleteResult implements driver.ResultStore; see LoadResult.
 func (b *Backend) DeleteResult(ctx context.Context, key string) error {
 	return b.results().DeleteResult(ctx, key)
 }

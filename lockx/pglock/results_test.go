@@ -13,6 +13,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/patterns/idempotency/idemtest"
 )
@@ -41,8 +42,8 @@ func resultsPool(t *testing.T) (*pgxpool.Pool, string) {
 func TestResultStore(t *testing.T) {
 	pool, schema := resultsPool(t)
 	s := pglock.NewResultStore(pool, pglock.WithSchema(schema)) // creates its table on first use
-	idemtest.RunStore(t, func(*testing.T) lockx.ResultStore { return s })
-	if _, _, err := s.SaveResult(t.Context(), "short", lockx.Outcome{}, time.Millisecond); err != nil {
+	idemtest.RunStore(t, func(*testing.T) driver.ResultStore { return s })
+	if _, _, err := s.SaveResult(t.Context(), "short", driver.Outcome{}, time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(10 * time.Millisecond)
@@ -56,7 +57,7 @@ func TestBackendResultStore(t *testing.T) {
 	pool, schema := resultsPool(t)
 	b := pglock.New(pool, pglock.WithSchema(schema))
 	t.Cleanup(func() { b.Close() })
-	idemtest.RunStore(t, func(*testing.T) lockx.ResultStore { return b })
+	idemtest.RunStore(t, func(*testing.T) driver.ResultStore { return b })
 }
 
 func TestResultStoreWithoutTable(t *testing.T) {
@@ -68,10 +69,10 @@ func TestResultStoreWithoutTable(t *testing.T) {
 	if err := pglock.MigrateResults(t.Context(), pool, pglock.WithSchema(schema)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.LoadResult(t.Context(), "k"); !errors.Is(err, lockx.ErrNoResult) {
+	if _, err := s.LoadResult(t.Context(), "k"); !errors.Is(err, driver.ErrNoResult) {
 		t.Fatalf("after MigrateResults: %v, want ErrNoResult", err)
 	}
-	if _, _, err := pglock.NewResultStore(nil).SaveResult(t.Context(), "k", lockx.Outcome{}, time.Minute); !errors.Is(err, lockx.ErrInvalidArgument) {
+	if _, _, err := pglock.NewResultStore(nil).SaveResult(t.Context(), "k", driver.Outcome{}, time.Minute); !errors.Is(err, lockx.ErrInvalidArgument) {
 		t.Fatalf("nil pool: %v", err)
 	}
 }
@@ -90,10 +91,10 @@ func TestInTx(t *testing.T) {
 	if _, err := pool.Exec(ctx, "CREATE TABLE "+table+" (id text PRIMARY KEY)"); err != nil {
 		t.Fatal(err)
 	}
-	insert := func(id string, o lockx.Outcome, err error) func(context.Context, pgx.Tx) (lockx.Outcome, error) {
-		return func(ctx context.Context, tx pgx.Tx) (lockx.Outcome, error) {
+	insert := func(id string, o driver.Outcome, err error) func(context.Context, pgx.Tx) (driver.Outcome, error) {
+		return func(ctx context.Context, tx pgx.Tx) (driver.Outcome, error) {
 			if _, xerr := tx.Exec(ctx, "INSERT INTO "+table+" VALUES ($1)", id); xerr != nil {
-				return lockx.Outcome{}, xerr
+				return driver.Outcome{}, xerr
 			}
 			return o, err
 		}
@@ -104,24 +105,24 @@ func TestInTx(t *testing.T) {
 		}
 		return n
 	}
-	if _, claimed, err := s.InTx(ctx, "ok", time.Minute, insert("a", lockx.Outcome{Value: []byte("1")}, nil)); err != nil || !claimed || count("a") != 1 {
+	if _, claimed, err := s.InTx(ctx, "ok", time.Minute, insert("a", driver.Outcome{Value: []byte("1")}, nil)); err != nil || !claimed || count("a") != 1 {
 		t.Fatalf("success: claimed=%v err=%v rows=%d", claimed, err, count("a"))
 	}
-	o, claimed, err := s.InTx(ctx, "ok", time.Minute, insert("a2", lockx.Outcome{}, nil))
+	o, claimed, err := s.InTx(ctx, "ok", time.Minute, insert("a2", driver.Outcome{}, nil))
 	if err != nil || claimed || string(o.Value) != "1" || count("a2") != 0 {
 		t.Fatalf("second call: %+v claimed=%v err=%v; want the stored outcome and no body", o, claimed, err)
 	}
-	if _, _, err := s.InTx(ctx, "failed", time.Minute, insert("b", lockx.Outcome{Failed: true, Err: "declined"}, nil)); err != nil || count("b") != 0 {
+	if _, _, err := s.InTx(ctx, "failed", time.Minute, insert("b", driver.Outcome{Failed: true, Err: "declined"}, nil)); err != nil || count("b") != 0 {
 		t.Fatalf("failed outcome: err=%v rows=%d; want the outcome stored and the write rolled back", err, count("b"))
 	}
 	if o, err := s.LoadResult(ctx, "failed"); err != nil || !o.Failed {
 		t.Fatalf("failed outcome not stored: %+v %v", o, err)
 	}
 	boom := errors.New("boom")
-	if _, _, err := s.InTx(ctx, "error", time.Minute, insert("c", lockx.Outcome{}, boom)); !errors.Is(err, boom) || count("c") != 0 {
+	if _, _, err := s.InTx(ctx, "error", time.Minute, insert("c", driver.Outcome{}, boom)); !errors.Is(err, boom) || count("c") != 0 {
 		t.Fatalf("body error: %v rows=%d", err, count("c"))
 	}
-	if _, err := s.LoadResult(ctx, "error"); !errors.Is(err, lockx.ErrNoResult) {
+	if _, err := s.LoadResult(ctx, "error"); !errors.Is(err, driver.ErrNoResult) {
 		t.Fatalf("body error left a claim: %v", err)
 	}
 }
@@ -139,10 +140,10 @@ func TestInTxConcurrentClaims(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
-			o, claimed, err := s.InTx(context.Background(), "k", time.Minute, func(context.Context, pgx.Tx) (lockx.Outcome, error) {
+			o, claimed, err := s.InTx(context.Background(), "k", time.Minute, func(context.Context, pgx.Tx) (driver.Outcome, error) {
 				runs.Add(1)
 				time.Sleep(100 * time.Millisecond)
-				return lockx.Outcome{Value: []byte("v")}, nil
+				return driver.Outcome{Value: []byte("v")}, nil
 			})
 			if err != nil || string(o.Value) != "v" {
 				t.Errorf("InTx = %q, %v", o.Value, err)

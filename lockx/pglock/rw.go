@@ -3,13 +3,12 @@ package pglock
 import (
 	"context"
 	"encoding/hex"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"strconv"
 	"time"
-
-	"github.com/lockx-go/lockx/lockx"
 )
 
-// Read/write locks (lockx.RWBackend) are PostgreSQL advisory locks on the
+// Read/write locks (driver.RWBackend) are PostgreSQL advisory locks on the
 // holder sessions, like plain locks: a reader holds the key's read/write
 // advisory key (patternLock(kindRW, key)) with pg_try_advisory_lock_shared,
 // a writer holds the same 64-bit key with pg_try_advisory_lock, so the
@@ -47,7 +46,7 @@ import (
 // rwSlot is the in-process state of one read/write key (by its plain
 // hash): this process's readers and writer, and attempts in flight.
 type rwSlot struct {
-	readers map[lockx.Owner]*hold
+	readers map[driver.Owner]*hold
 	writer  *hold
 	flightR int
 	flightW bool
@@ -69,7 +68,7 @@ func (b *Backend) rwSlotLocked(p int64) *rwSlot {
 	}
 	sl := b.rws[p]
 	if sl == nil {
-		sl = &rwSlot{readers: make(map[lockx.Owner]*hold)}
+		sl = &rwSlot{readers: make(map[driver.Owner]*hold)}
 		b.rws[p] = sl
 	}
 	return sl
@@ -251,14 +250,14 @@ func (b *Backend) rwKeys(key string) (lock, p int64) {
 	return b.patternLock(kindRW, key), b.hash(key)
 }
 
-func rwModeRow(mode lockx.RWMode) (int64, error) {
+func rwModeRow(mode driver.RWMode) (int64, error) {
 	switch mode {
-	case lockx.ModeRead:
+	case driver.ModeRead:
 		return rowRead, nil
-	case lockx.ModeWrite:
+	case driver.ModeWrite:
 		return rowWrite, nil
 	}
-	return 0, &lockx.ArgError{Arg: "mode", Reason: "neither read nor write"}
+	return 0, &driver.ArgError{Arg: "mode", Reason: "neither read nor write"}
 }
 
 // rwRun queues one statement on s and waits for its result (bounded by the
@@ -271,22 +270,22 @@ func rwRun(s *session, stmt string, args [][]byte) (result, bool) {
 	return await(ch), true
 }
 
-// AcquireRW implements lockx.RWBackend: one statement on the key's holder
+// AcquireRW implements driver.RWBackend: one statement on the key's holder
 // session (see the comment at the top of rw.go). A repeat by a holder
 // renews its lease; an owner holding the write side gets the read side on
 // the same session (downgrade) even while writers wait; one holding the
-// read side gets lockx.ErrUpgrade.
-func (b *Backend) AcquireRW(ctx context.Context, mode lockx.RWMode, req lockx.Request) (lockx.Result, error) {
+// read side gets driver.ErrUpgrade.
+func (b *Backend) AcquireRW(ctx context.Context, mode driver.RWMode, req driver.Request) (driver.Result, error) {
 	m, err := rwModeRow(mode)
 	if err != nil {
-		return lockx.Result{}, err
+		return driver.Result{}, err
 	}
 	if b.cfg.err != nil {
-		return lockx.Result{}, b.cfg.err
+		return driver.Result{}, b.cfg.err
 	}
 	name := "acquire " + mode.String()
 	if err := ctx.Err(); err != nil {
-		return lockx.Result{}, unavailable(name, context.Cause(ctx))
+		return driver.Result{}, unavailable(name, context.Cause(ctx))
 	}
 	lock, p := b.rwKeys(req.Key)
 	flagged := false
@@ -298,7 +297,7 @@ func (b *Backend) AcquireRW(ctx context.Context, mode lockx.RWMode, req lockx.Re
 		b.mu.Unlock()
 		if w != nil && !w.flagged {
 			if err := b.flag(ctx, p, w); err != nil {
-				return lockx.Result{}, unavailable(name, err)
+				return driver.Result{}, unavailable(name, err)
 			}
 		}
 		b.mu.Lock()
@@ -328,16 +327,16 @@ func (b *Backend) AcquireRW(ctx context.Context, mode lockx.RWMode, req lockx.Re
 	}
 }
 
-func (b *Backend) acquireRW(ctx context.Context, name string, m, lock, p int64, req lockx.Request, flagged bool) (lockx.Result, bool, error) {
+func (b *Backend) acquireRW(ctx context.Context, name string, m, lock, p int64, req driver.Request, flagged bool) (driver.Result, bool, error) {
 	s, err := b.session(ctx, b.index(p))
 	if err != nil {
-		return lockx.Result{}, false, unavailable(name, err)
+		return driver.Result{}, false, unavailable(name, err)
 	}
 	b.mu.Lock()
 	sl, err := b.rwTurnLocked(ctx, name, p, m)
 	if err != nil {
 		b.mu.Unlock()
-		return lockx.Result{}, false, err
+		return driver.Result{}, false, err
 	}
 	now := time.Now()
 	var mine *hold
@@ -351,14 +350,14 @@ func (b *Backend) acquireRW(ctx context.Context, name string, m, lock, p int64, 
 		b.rwDropIfEmpty(p, sl)
 		b.mu.Unlock()
 		if mine == nil {
-			return lockx.Result{}, false, lockx.ErrUpgrade
+			return driver.Result{}, false, driver.ErrUpgrade
 		}
 		// A repeat: renew.
 		err := b.extendRWHold(ctx, mine, m, req.Lease)
 		if err == nil {
-			return lockx.Result{Acquired: true, Token: mine.token, TTL: req.Lease}, false, nil
+			return driver.Result{Acquired: true, Token: mine.token, TTL: req.Lease}, false, nil
 		}
-		return lockx.Result{}, isNotHeld(err), err
+		return driver.Result{}, isNotHeld(err), err
 	}
 	// This process's holds conflict as the server would decide, had they
 	// been taken on different sessions.
@@ -385,7 +384,7 @@ func (b *Backend) acquireRW(ctx context.Context, name string, m, lock, p int64, 
 	if how == readRefuse && !(req.Wait && flagged && (m == rowWrite || req.Fair)) {
 		b.rwDropIfEmpty(p, sl)
 		b.mu.Unlock()
-		return lockx.Result{TTL: localTTL}, false, nil
+		return driver.Result{TTL: localTTL}, false, nil
 	}
 	qttl := ms(b.queueTTL(req.QueueTTL))
 	var args [][]byte
@@ -400,7 +399,7 @@ func (b *Backend) acquireRW(ctx context.Context, name string, m, lock, p int64, 
 	if try && m == rowRead {
 		sl.flightR++
 	}
-	ch := make(chan lockx.Result, 1)
+	ch := make(chan driver.Result, 1)
 	o := &op{stmt: stmt, args: args, fin: func(r result) {
 		ch <- b.rwGranted(s, p, m, req, try, now, r)
 	}}
@@ -410,7 +409,7 @@ func (b *Backend) acquireRW(ctx context.Context, name string, m, lock, p int64, 
 		}
 		b.rwDropIfEmpty(p, sl)
 		b.mu.Unlock()
-		return lockx.Result{}, true, unavailable(name, errSessionLost)
+		return driver.Result{}, true, unavailable(name, errSessionLost)
 	}
 	b.mu.Unlock()
 	res := <-ch
@@ -420,7 +419,7 @@ func (b *Backend) acquireRW(ctx context.Context, name string, m, lock, p int64, 
 		}
 		return res, false, nil
 	}
-	return lockx.Result{}, false, unavailable(name, errSessionLost)
+	return driver.Result{}, false, unavailable(name, errSessionLost)
 }
 
 // rwDoneLocked ends an attempt in flight. Callers hold b.mu.
@@ -512,7 +511,7 @@ func (b *Backend) waitUnlocked(ctx context.Context, name string, ch <-chan struc
 // statement's error) and other owners of this process may hold the key on
 // the session: only ending the session frees it for sure. A result with a
 // negative TTL means "failed".
-func (b *Backend) rwGranted(s *session, p, m int64, req lockx.Request, try bool, start time.Time, r result) lockx.Result {
+func (b *Backend) rwGranted(s *session, p, m int64, req driver.Request, try bool, start time.Time, r result) driver.Result {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	sl := b.rwSlotLocked(p)
@@ -525,13 +524,13 @@ func (b *Backend) rwGranted(s *session, p, m int64, req lockx.Request, try bool,
 		if try && !s.isDead() {
 			s.kill()
 		}
-		return lockx.Result{TTL: -1}
+		return driver.Result{TTL: -1}
 	case r.isNull(0):
-		return lockx.Result{TTL: time.Duration(r.val(1)) * time.Millisecond}
+		return driver.Result{TTL: time.Duration(r.val(1)) * time.Millisecond}
 	case b.closed || s.isDead():
-		return lockx.Result{TTL: -1}
+		return driver.Result{TTL: -1}
 	}
-	h := &hold{hash: p, key: req.Key, owner: req.Owner, token: lockx.Token(r.val(0)), shared: m == rowRead,
+	h := &hold{hash: p, key: req.Key, owner: req.Owner, token: driver.Token(r.val(0)), shared: m == rowRead,
 		sess: s, deadline: start.Add(req.Lease)}
 	h.timer = time.AfterFunc(req.Lease, func() { b.rwExpire(h) })
 	if m == rowRead {
@@ -539,11 +538,11 @@ func (b *Backend) rwGranted(s *session, p, m int64, req lockx.Request, try bool,
 	} else {
 		sl.writer = h
 	}
-	return lockx.Result{Acquired: true, Token: h.token, TTL: req.Lease}
+	return driver.Result{Acquired: true, Token: h.token, TTL: req.Lease}
 }
 
 // rwLocalHold returns this process's live mode hold of owner on key.
-func (b *Backend) rwLocalHold(p, m int64, key string, owner lockx.Owner) *hold {
+func (b *Backend) rwLocalHold(p, m int64, key string, owner driver.Owner) *hold {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	sl := b.rws[p]
@@ -560,10 +559,10 @@ func (b *Backend) rwLocalHold(p, m int64, key string, owner lockx.Owner) *hold {
 	return h
 }
 
-// ExtendRW implements lockx.RWBackend: one statement renewing the hold's
+// ExtendRW implements driver.RWBackend: one statement renewing the hold's
 // row. The holder's Backend frees the lock at once when the row is gone
 // (force-released, or its lease ended by the server's clock).
-func (b *Backend) ExtendRW(ctx context.Context, mode lockx.RWMode, key string, owner lockx.Owner, lease time.Duration) error {
+func (b *Backend) ExtendRW(ctx context.Context, mode driver.RWMode, key string, owner driver.Owner, lease time.Duration) error {
 	m, err := rwModeRow(mode)
 	if err != nil {
 		return err
@@ -583,19 +582,19 @@ func (b *Backend) ExtendRW(ctx context.Context, mode lockx.RWMode, key string, o
 	case r.err != nil:
 		return unavailable("extend "+mode.String(), usageError(r.err, b.names))
 	case r.rows == 0:
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	return nil
 }
 
 func (b *Backend) extendRWHold(ctx context.Context, h *hold, m int64, lease time.Duration) error {
-	name := "extend " + lockx.RWMode(m).String()
+	name := "extend " + driver.RWMode(m).String()
 	lock := b.patternLock(kindRW, h.key)
 	start := time.Now()
 	ch := make(chan result, 1)
 	if !h.sess.enqueue(&op{stmt: stRWExtend, args: [][]byte{i8(lock), i8(h.hash), []byte(h.owner), i8(m), i8(ms(lease))},
 		fin: func(r result) { ch <- r }}) {
-		return lockx.ErrNotHeld // the session died with the lock
+		return driver.ErrNotHeld // the session died with the lock
 	}
 	var r result
 	select {
@@ -607,14 +606,14 @@ func (b *Backend) extendRWHold(ctx context.Context, h *hold, m int64, lease time
 	defer b.mu.Unlock()
 	switch {
 	case h.gone:
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	case r.err != nil:
 		return unavailable(name, usageError(r.err, b.names))
 	case r.rows == 0:
 		// Force-released, or its lease ended by the server's clock: free
 		// the lock now.
 		b.rwEndLocked(h, m)
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	h.deadline = start.Add(lease)
 	h.timer.Reset(lease)
@@ -666,10 +665,10 @@ func (b *Backend) rwReleaseOp(h *hold, m int64, others, reap bool, fin func(resu
 		[]byte(b.names.channel), b.payload(h.hash), boolean(others), boolean(reap)}, fin: fin})
 }
 
-// ReleaseRW implements lockx.RWBackend: one statement. The holder's Backend
+// ReleaseRW implements driver.RWBackend: one statement. The holder's Backend
 // frees its lock; any other releases by owner through the rows (a waiter
 // withdrawing, or a force-release the holder notices at its next renewal).
-func (b *Backend) ReleaseRW(ctx context.Context, mode lockx.RWMode, key string, owner lockx.Owner) error {
+func (b *Backend) ReleaseRW(ctx context.Context, mode driver.RWMode, key string, owner driver.Owner) error {
 	m, err := rwModeRow(mode)
 	if err != nil {
 		return err
@@ -725,7 +724,7 @@ func (b *Backend) ReleaseRW(ctx context.Context, mode lockx.RWMode, key string, 
 	case r.err != nil:
 		return unavailable(name, usageError(r.err, b.names))
 	case r.val(0) == 0:
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	return nil
 }
@@ -815,7 +814,7 @@ func (b *Backend) rwCloseLocked() {
 func (sl *rwSlot) holds() []*hold { return holdsOf(sl.writer, sl.readers) }
 
 // holdsOf lists an exclusive hold (if any) and shared ones.
-func holdsOf(excl *hold, shared map[lockx.Owner]*hold) []*hold {
+func holdsOf(excl *hold, shared map[driver.Owner]*hold) []*hold {
 	var hs []*hold
 	if excl != nil {
 		hs = append(hs, excl)

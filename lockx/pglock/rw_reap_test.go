@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // TestRWReleaseDuringReap: a reader's Release while its lease timer's
@@ -23,13 +24,13 @@ func TestRWReleaseDuringReap(t *testing.T) {
 	ctx := ctxT(t, 20*time.Second)
 	const key = "rw-reap"
 	a, short := lockx.NewOwner(), lockx.NewOwner()
-	req := func(owner lockx.Owner, lease time.Duration) lockx.Request {
-		return lockx.Request{Key: key, Owner: owner, Lease: lease}
+	req := func(owner lockx.Owner, lease time.Duration) driver.Request {
+		return driver.Request{Key: key, Owner: owner, Lease: lease}
 	}
-	if r, err := b.AcquireRW(ctx, lockx.ModeRead, req(a, 30*time.Second)); err != nil || !r.Acquired {
+	if r, err := b.AcquireRW(ctx, driver.ModeRead, req(a, 30*time.Second)); err != nil || !r.Acquired {
 		t.Fatalf("reader a: %+v %v", r, err)
 	}
-	if r, err := b.AcquireRW(ctx, lockx.ModeRead, req(short, 300*time.Millisecond)); err != nil || !r.Acquired {
+	if r, err := b.AcquireRW(ctx, driver.ModeRead, req(short, 300*time.Millisecond)); err != nil || !r.Acquired {
 		t.Fatalf("reader short: %+v %v", r, err)
 	}
 	// Lock short's row, so that its reap blocks once its lease timer fires.
@@ -59,7 +60,7 @@ func TestRWReleaseDuringReap(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	released := make(chan error, 1)
-	go func() { released <- b.ReleaseRW(context.Background(), lockx.ModeRead, key, short) }()
+	go func() { released <- b.ReleaseRW(context.Background(), driver.ModeRead, key, short) }()
 	time.Sleep(200 * time.Millisecond) // the release is decided (and, unfixed, queued behind the reap)
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
@@ -69,14 +70,14 @@ func TestRWReleaseDuringReap(t *testing.T) {
 	}
 	// Reader a still holds: a writer through another Backend is refused.
 	other := e.backend(t)
-	r, err := other.AcquireRW(ctx, lockx.ModeWrite, req(lockx.NewOwner(), time.Second))
+	r, err := other.AcquireRW(ctx, driver.ModeWrite, req(lockx.NewOwner(), time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.Acquired {
 		t.Fatalf("writer granted (token %d) while reader a holds", r.Token)
 	}
-	if err := b.ReleaseRW(ctx, lockx.ModeRead, key, a); err != nil {
+	if err := b.ReleaseRW(ctx, driver.ModeRead, key, a); err != nil {
 		t.Fatalf("release of reader a: %v", err)
 	}
 }

@@ -8,11 +8,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
-// Semaphores (lockx.SemaphoreBackend) are table-based: each permit holder is
+// Semaphores (driver.SemaphoreBackend) are table-based: each permit holder is
 // one row of lockx_pattern_held with a lease on the server's clock, each
 // waiter a row of lockx_pattern_queue with its count and its own limit.
 // Decisions on a key are serialised by a transaction-scoped advisory lock on
@@ -54,15 +53,15 @@ func (r *refusals) namedAfter(owner string, seq uint64) bool {
 	return r.reset > seq || r.named[owner].seq > seq
 }
 
-// AcquirePermits implements lockx.SemaphoreBackend. A queued owner named in
+// AcquirePermits implements driver.SemaphoreBackend. A queued owner named in
 // a notification since it queued first confirms a grant handed over to it
 // (one statement, no decision lock); otherwise, or if there was none, the
 // decision is one transaction sent as one pipelined batch: it runs on the
 // server, so the key's decision lock is held for the statements' time only,
 // not across a round trip to the client.
-func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (lockx.Result, error) {
-	if err := lockx.CheckPermitRequest(req); err != nil {
-		return lockx.Result{}, err
+func (b *Backend) AcquirePermits(ctx context.Context, req driver.PermitRequest) (driver.Result, error) {
+	if err := driver.CheckPermitRequest(req); err != nil {
+		return driver.Result{}, err
 	}
 	ask := refusal{hash: b.hash(req.Key), kind: kindSem, mode: rowPermit, limit: req.Limit, count: req.Count}
 	if res, ok := b.answerLocally(req.Request, ask); ok {
@@ -72,24 +71,24 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 	if at, ok := b.semQueuedAt(owner); ok && b.refs.namedAfter(owner, at) {
 		tok, over, err := b.semConfirm(ctx, req.Key, req.Owner, req.Lease, req.Limit)
 		if err != nil {
-			return lockx.Result{}, err
+			return driver.Result{}, err
 		}
 		if tok != 0 {
 			b.sem.queued.Delete(owner)
 			b.refs.forget(owner)
-			return lockx.Result{Acquired: true, Token: lockx.Token(tok), TTL: req.Lease}, nil
+			return driver.Result{Acquired: true, Token: driver.Token(tok), TTL: req.Lease}, nil
 		}
 		if over {
 			// Handed over under the limit the owner queued with, which it
 			// has lowered since (a shrink): give the permits back (to the
 			// next that fit) and decide afresh, which queues it again.
-			if err := b.ReleasePermits(ctx, req.Key, req.Owner); err != nil && !errors.Is(err, lockx.ErrNotHeld) {
-				return lockx.Result{}, err
+			if err := b.ReleasePermits(ctx, req.Key, req.Owner); err != nil && !errors.Is(err, driver.ErrNotHeld) {
+				return driver.Result{}, err
 			}
 		}
 	}
 	seq, listening := b.refs.mark(b)
-	var res lockx.Result
+	var res driver.Result
 	var queued int64
 	hash := b.hash(req.Key)
 	for attempt := 0; ; attempt++ {
@@ -103,9 +102,9 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 				}
 				switch {
 				case own != nil:
-					res = lockx.Result{Acquired: true, Token: lockx.Token(*own), TTL: req.Lease}
+					res = driver.Result{Acquired: true, Token: driver.Token(*own), TTL: req.Lease}
 				case granted != nil:
-					res = lockx.Result{Acquired: true, Token: lockx.Token(*granted), TTL: req.Lease}
+					res = driver.Result{Acquired: true, Token: driver.Token(*granted), TTL: req.Lease}
 				case ttl != nil:
 					res.TTL = time.Duration(max(*ttl, 0)) * time.Millisecond
 				}
@@ -113,7 +112,7 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 			})
 		})
 		if err != nil {
-			return lockx.Result{}, err
+			return driver.Result{}, err
 		}
 		if !over || attempt > 0 {
 			break
@@ -123,10 +122,10 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 		// that reached this decision unconfirmed (its notification not yet
 		// seen, or seen by another Backend). As semConfirm refuses it, give
 		// the permits back (to the next that fit) and decide afresh.
-		if err := b.ReleasePermits(ctx, req.Key, req.Owner); err != nil && !errors.Is(err, lockx.ErrNotHeld) {
-			return lockx.Result{}, err
+		if err := b.ReleasePermits(ctx, req.Key, req.Owner); err != nil && !errors.Is(err, driver.ErrNotHeld) {
+			return driver.Result{}, err
 		}
-		res, queued = lockx.Result{}, 0
+		res, queued = driver.Result{}, 0
 	}
 	switch {
 	case res.Acquired:
@@ -144,7 +143,7 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 // the limit the owner queued with; if the permits in use now exceed limit
 // (the owner's limit now, lowered since), the grant is not confirmed and
 // over reports that it is still there.
-func (b *Backend) semConfirm(ctx context.Context, key string, owner lockx.Owner, lease time.Duration, limit int64) (tok int64, over bool, err error) {
+func (b *Backend) semConfirm(ctx context.Context, key string, owner driver.Owner, lease time.Duration, limit int64) (tok int64, over bool, err error) {
 	err = b.patternTx(ctx, "acquire permits", kindSem, key, func(c *pgx.Conn, hash, _ int64) error {
 		var t *int64
 		if err := c.QueryRow(ctx, b.names.expandPattern(sqlConfirmPermits), kindSem, hash, []byte(owner), ms(lease), limit).Scan(&t, &over); err != nil {
@@ -267,14 +266,14 @@ var sqlReleasePermits = `WITH d AS (DELETE FROM {pheld} WHERE kind = $1 AND hash
 			(SELECT length(pg_notify($4::text, w.p)::text) FROM (SELECT ` + semHandOverPayload("$5::text") + ` AS p) w WHERE w.p IS NOT NULL)
 		END::int8`
 
-// ExtendPermits implements lockx.SemaphoreBackend.
-func (b *Backend) ExtendPermits(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) error {
+// ExtendPermits implements driver.SemaphoreBackend.
+func (b *Backend) ExtendPermits(ctx context.Context, key string, owner driver.Owner, lease time.Duration) error {
 	return b.extendPattern(ctx, "extend permits", kindSem, key, owner, rowPermit, lease)
 }
 
-// ReleasePermits implements lockx.SemaphoreBackend, in one round trip (one
+// ReleasePermits implements driver.SemaphoreBackend, in one round trip (one
 // implicit transaction). It hands the permits it frees over to the queue.
-func (b *Backend) ReleasePermits(ctx context.Context, key string, owner lockx.Owner) error {
+func (b *Backend) ReleasePermits(ctx context.Context, key string, owner driver.Owner) error {
 	ownerHex := hex.EncodeToString([]byte(owner))
 	b.refs.forget(ownerHex)
 	b.sem.queued.Delete(ownerHex)
@@ -290,19 +289,19 @@ func (b *Backend) ReleasePermits(ctx context.Context, key string, owner lockx.Ow
 		return err
 	}
 	if held == 0 {
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	return nil
 }
 
-// Permits implements lockx.SemaphoreBackend. It is read under the key's
+// Permits implements driver.SemaphoreBackend. It is read under the key's
 // decision lock, so it sees every decision sent before it (a waiter queued
 // by another process is counted once its attempt has been decided), and it
 // joins this process's combined decision transaction on the key if one is
 // forming (sem_batch.go), so a frequent Usage adds no lock hand-over of its
 // own while the key is busy.
-func (b *Backend) Permits(ctx context.Context, key string) (lockx.PermitUsage, error) {
-	var u lockx.PermitUsage
+func (b *Backend) Permits(ctx context.Context, key string) (driver.PermitUsage, error) {
+	var u driver.PermitUsage
 	hash := b.hash(key)
 	err := b.semDecide(ctx, "permits", key, func(batch *pgx.Batch) {
 		batch.Queue(b.names.expandPattern(`SELECT

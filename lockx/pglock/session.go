@@ -10,8 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // A session is one pinned pool connection that holds advisory locks for
@@ -101,7 +100,7 @@ func (r result) val(i int) int64 {
 
 var (
 	errSessionLost = errors.New("pglock: holder session lost")
-	errClosed      = fmt.Errorf("pglock: backend closed: %w", lockx.ErrClosed)
+	errClosed      = fmt.Errorf("pglock: backend closed: %w", driver.ErrClosed)
 	errKilled      = errors.New("pglock: session closed after a failed release")
 )
 

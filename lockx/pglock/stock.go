@@ -10,8 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // Stock tables, in pglock's schema. They are logged tables: inventory and
@@ -100,8 +99,8 @@ func MigrateStock(ctx context.Context, pool *pgxpool.Pool, opts ...Option) error
 }
 
 var (
-	_ lockx.StockBackend = (*Backend)(nil)
-	_ lockx.OrderStore   = (*OrderStore)(nil)
+	_ driver.StockBackend = (*Backend)(nil)
+	_ driver.OrderStore   = (*OrderStore)(nil)
 )
 
 // stockOp runs op, and again after MigrateStock if the tables were missing
@@ -115,41 +114,41 @@ func withStock(ctx context.Context, pool *pgxpool.Pool, schema string, auto bool
 	err := op(n)
 	if err != nil && auto && isMissingSchema(err) {
 		if merr := MigrateStock(ctx, pool, WithSchema(schema)); merr != nil {
-			return lockx.Unavailable(name, merr)
+			return driver.Unavailable(name, merr)
 		}
 		err = op(n)
 	}
 	switch {
 	case err == nil,
-		errors.Is(err, lockx.ErrStockShort), errors.Is(err, lockx.ErrNoStock),
-		errors.Is(err, lockx.ErrNoStockEntry), errors.Is(err, lockx.ErrQuotaExceeded),
-		errors.Is(err, lockx.ErrDuplicateOrder), errors.Is(err, lockx.ErrInvalidArgument):
+		errors.Is(err, driver.ErrStockShort), errors.Is(err, driver.ErrNoStock),
+		errors.Is(err, driver.ErrNoStockEntry), errors.Is(err, driver.ErrQuotaExceeded),
+		errors.Is(err, driver.ErrDuplicateOrder), errors.Is(err, driver.ErrInvalidArgument):
 		return err
 	}
 	if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
 		return err
 	}
-	return lockx.Unavailable(name, err)
+	return driver.Unavailable(name, err)
 }
 
 func (b *Backend) stockArgs(ctx context.Context, sku string, seg int) error {
 	if b.cfg.err != nil {
 		return b.cfg.err
 	}
-	if err := lockx.CheckStockArgs(sku, seg); err != nil {
+	if err := driver.CheckStockArgs(sku, seg); err != nil {
 		return err
 	}
 	return ctx.Err()
 }
 
-// InitStock implements lockx.StockBackend in one transaction.
+// InitStock implements driver.StockBackend in one transaction.
 func (b *Backend) InitStock(ctx context.Context, sku string, levels []int64) (int, bool, error) {
 	if err := b.stockArgs(ctx, sku, len(levels)-1); err != nil {
 		return 0, false, err
 	}
 	for _, l := range levels {
 		if l < 0 {
-			return 0, false, &lockx.ArgError{Arg: "level", Reason: "must not be negative"}
+			return 0, false, &driver.ArgError{Arg: "level", Reason: "must not be negative"}
 		}
 	}
 	var segs int
@@ -176,14 +175,14 @@ func (b *Backend) InitStock(ctx context.Context, sku string, levels []int64) (in
 	return segs, created, nil
 }
 
-// StockLevels implements lockx.StockBackend with one SELECT.
+// StockLevels implements driver.StockBackend with one SELECT.
 func (b *Backend) StockLevels(ctx context.Context, sku string, segs []int) ([]int64, error) {
 	if err := b.stockArgs(ctx, sku, 0); err != nil {
 		return nil, err
 	}
 	ids := make([]int32, len(segs))
 	for i, s := range segs {
-		if err := lockx.CheckStockArgs(sku, s); err != nil {
+		if err := driver.CheckStockArgs(sku, s); err != nil {
 			return nil, err
 		}
 		ids[i] = int32(s)
@@ -203,7 +202,7 @@ func (b *Backend) StockLevels(ctx context.Context, sku string, segs []int) ([]in
 		for i, s := range ids {
 			v, ok := got[s]
 			if !ok {
-				return lockx.ErrNoStock
+				return driver.ErrNoStock
 			}
 			out[i] = v
 		}
@@ -215,14 +214,14 @@ func (b *Backend) StockLevels(ctx context.Context, sku string, segs []int) ([]in
 	return out, nil
 }
 
-// TakeStock implements lockx.StockBackend with one statement: the
+// TakeStock implements driver.StockBackend with one statement: the
 // conditional UPDATE of the segment and the INSERT of the ledger entry.
 // A refusal costs a second SELECT that reads the level.
-func (b *Backend) TakeStock(ctx context.Context, t lockx.StockTake) (int64, error) {
+func (b *Backend) TakeStock(ctx context.Context, t driver.StockTake) (int64, error) {
 	if b.cfg.err != nil {
 		return 0, b.cfg.err
 	}
-	if err := lockx.CheckStockTake(t); err != nil {
+	if err := driver.CheckStockTake(t); err != nil {
 		return 0, err
 	}
 	var ttl int64
@@ -253,18 +252,18 @@ func (b *Backend) TakeStock(ctx context.Context, t lockx.StockTake) (int64, erro
 			FROM {stock} s WHERE s.sku = $1 AND s.seg = $2`), t.SKU, t.Seg, t.ID).Scan(&level, &dup)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
-			return lockx.ErrNoStock
+			return driver.ErrNoStock
 		case err != nil:
 			return err
 		case !dup:
-			return lockx.ErrStockShort
+			return driver.ErrStockShort
 		}
 		return nil
 	})
 	return level, err
 }
 
-// SettleStock implements lockx.StockBackend with one statement.
+// SettleStock implements driver.StockBackend with one statement.
 func (b *Backend) SettleStock(ctx context.Context, sku string, seg int, id string, confirm bool) error {
 	if err := b.stockArgs(ctx, sku, seg); err != nil {
 		return err
@@ -281,13 +280,13 @@ func (b *Backend) SettleStock(ctx context.Context, sku string, seg int, id strin
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return lockx.ErrNoStockEntry
+			return driver.ErrNoStockEntry
 		}
 		return nil
 	})
 }
 
-// AddStock implements lockx.StockBackend with one UPDATE.
+// AddStock implements driver.StockBackend with one UPDATE.
 func (b *Backend) AddStock(ctx context.Context, sku string, seg int, delta int64) (int64, error) {
 	if err := b.stockArgs(ctx, sku, seg); err != nil {
 		return 0, err
@@ -301,26 +300,26 @@ func (b *Backend) AddStock(ctx context.Context, sku string, seg int, delta int64
 		}
 		err = b.pool.QueryRow(ctx, n.expand(`SELECT n FROM {stock} WHERE sku = $1 AND seg = $2`), sku, seg).Scan(&level)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return lockx.ErrNoStock
+			return driver.ErrNoStock
 		}
 		if err != nil {
 			return err
 		}
-		return lockx.ErrStockShort
+		return driver.ErrStockShort
 	})
 	return level, err
 }
 
-// ExpireStock implements lockx.StockBackend with one statement. Rows that a
+// ExpireStock implements driver.StockBackend with one statement. Rows that a
 // concurrent confirmation has locked are skipped: they are decided by it.
-func (b *Backend) ExpireStock(ctx context.Context, sku string, seg int, max int) ([]lockx.StockEntry, error) {
+func (b *Backend) ExpireStock(ctx context.Context, sku string, seg int, max int) ([]driver.StockEntry, error) {
 	if err := b.stockArgs(ctx, sku, seg); err != nil {
 		return nil, err
 	}
 	if max <= 0 {
 		return nil, nil
 	}
-	var out []lockx.StockEntry
+	var out []driver.StockEntry
 	err := b.stockOp(ctx, "expire stock", func(n stockNames) error {
 		out = out[:0]
 		rows, err := b.pool.Query(ctx, n.expand(`WITH d AS (
@@ -334,7 +333,7 @@ func (b *Backend) ExpireStock(ctx context.Context, sku string, seg int, max int)
 		if err != nil {
 			return err
 		}
-		var e lockx.StockEntry
+		var e driver.StockEntry
 		_, err = pgx.ForEachRow(rows, []any{&e.ID, &e.User, &e.Qty, &e.Deadline}, func() error {
 			out = append(out, e)
 			return nil
@@ -344,15 +343,15 @@ func (b *Backend) ExpireStock(ctx context.Context, sku string, seg int, max int)
 	return out, err
 }
 
-// StockSegment implements lockx.StockBackend with one SELECT (one
+// StockSegment implements driver.StockBackend with one SELECT (one
 // snapshot).
-func (b *Backend) StockSegment(ctx context.Context, sku string, seg int) (lockx.StockSegment, error) {
+func (b *Backend) StockSegment(ctx context.Context, sku string, seg int) (driver.StockSegment, error) {
 	if err := b.stockArgs(ctx, sku, seg); err != nil {
-		return lockx.StockSegment{}, err
+		return driver.StockSegment{}, err
 	}
-	var out lockx.StockSegment
+	var out driver.StockSegment
 	err := b.stockOp(ctx, "stock segment", func(n stockNames) error {
-		out = lockx.StockSegment{}
+		out = driver.StockSegment{}
 		rows, err := b.pool.Query(ctx, n.expand(`SELECT s.n, s.supplied, e.id, e.buyer, e.qty, e.deadline
 			FROM {stock} s LEFT JOIN {entry} e ON e.sku = s.sku AND e.seg = s.seg
 			WHERE s.sku = $1 AND s.seg = $2 ORDER BY e.id`), sku, seg)
@@ -368,7 +367,7 @@ func (b *Backend) StockSegment(ctx context.Context, sku string, seg int) (lockx.
 		_, err = pgx.ForEachRow(rows, []any{&out.Level, &out.Supplied, &id, &buyer, &qty, &deadline}, func() error {
 			found = true
 			if id != nil {
-				e := lockx.StockEntry{ID: *id, User: *buyer, Qty: *qty}
+				e := driver.StockEntry{ID: *id, User: *buyer, Qty: *qty}
 				if deadline != nil {
 					e.Deadline = *deadline
 				}
@@ -377,14 +376,14 @@ func (b *Backend) StockSegment(ctx context.Context, sku string, seg int) (lockx.
 			return nil
 		})
 		if err == nil && !found {
-			return lockx.ErrNoStock
+			return driver.ErrNoStock
 		}
 		return err
 	})
 	return out, err
 }
 
-// ClaimQuota implements lockx.StockBackend with one upsert.
+// ClaimQuota implements driver.StockBackend with one upsert.
 func (b *Backend) ClaimQuota(ctx context.Context, sku, user string, delta, limit int64) (int64, error) {
 	if err := b.stockArgs(ctx, sku, 0); err != nil {
 		return 0, err
@@ -413,12 +412,12 @@ func (b *Backend) ClaimQuota(ctx context.Context, sku, user string, delta, limit
 		if err != nil {
 			return err
 		}
-		return lockx.ErrQuotaExceeded
+		return driver.ErrQuotaExceeded
 	})
 	return count, err
 }
 
-// OrderStore is a lockx.OrderStore in PostgreSQL: durable orders in
+// OrderStore is a driver.OrderStore in PostgreSQL: durable orders in
 // lockx_orders under its primary key (sku, id) and, for orders marked
 // Unique, the unique index on (sku, buyer) of live orders — the
 // one-order-per-buyer rule that holds even if Redis lost a quota counter in
@@ -436,7 +435,7 @@ type OrderStore struct {
 func NewOrderStore(pool *pgxpool.Pool, opts ...Option) *OrderStore {
 	cfg := newConfig(opts)
 	if pool == nil && cfg.err == nil {
-		cfg.err = fmt.Errorf("pglock: %w", &lockx.ArgError{Arg: "pool", Reason: "nil"})
+		cfg.err = fmt.Errorf("pglock: %w", &driver.ArgError{Arg: "pool", Reason: "nil"})
 	}
 	return &OrderStore{pool: pool, schema: cfg.schema, auto: cfg.autoMigrate, err: cfg.err}
 }
@@ -448,25 +447,25 @@ func (s *OrderStore) op(ctx context.Context, name string, op func(n stockNames) 
 	return withStock(ctx, s.pool, s.schema, s.auto, name, op)
 }
 
-// SaveOrder implements lockx.OrderStore with one INSERT. A unique
-// violation of the one-per-buyer index is lockx.ErrDuplicateOrder; the same
+// SaveOrder implements driver.OrderStore with one INSERT. A unique
+// violation of the one-per-buyer index is driver.ErrDuplicateOrder; the same
 // order ID again is a no-op.
-func (s *OrderStore) SaveOrder(ctx context.Context, o lockx.StockOrder) error {
+func (s *OrderStore) SaveOrder(ctx context.Context, o driver.StockOrder) error {
 	if o.ID == "" || o.SKU == "" {
-		return &lockx.ArgError{Arg: "order", Reason: "empty id or sku"}
+		return &driver.ArgError{Arg: "order", Reason: "empty id or sku"}
 	}
 	return s.op(ctx, "save order", func(n stockNames) error {
 		_, err := s.pool.Exec(ctx, n.expand(`INSERT INTO {orders} (sku, id, buyer, qty, uniq) VALUES ($1, $2, $3, $4, $5)
 			ON CONFLICT (sku, id) DO NOTHING`), o.SKU, o.ID, o.User, o.Qty, o.Unique)
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-			return fmt.Errorf("%w: %s", lockx.ErrDuplicateOrder, pgErr.ConstraintName)
+			return fmt.Errorf("%w: %s", driver.ErrDuplicateOrder, pgErr.ConstraintName)
 		}
 		return err
 	})
 }
 
-// CancelOrder implements lockx.OrderStore: the row stays, marked cancelled.
+// CancelOrder implements driver.OrderStore: the row stays, marked cancelled.
 func (s *OrderStore) CancelOrder(ctx context.Context, sku, id string) error {
 	return s.op(ctx, "cancel order", func(n stockNames) error {
 		_, err := s.pool.Exec(ctx, n.expand(`UPDATE {orders} SET state = 'cancelled' WHERE sku = $1 AND id = $2`), sku, id)
@@ -474,7 +473,7 @@ func (s *OrderStore) CancelOrder(ctx context.Context, sku, id string) error {
 	})
 }
 
-// OrderedUnits implements lockx.OrderStore.
+// OrderedUnits implements driver.OrderStore.
 func (s *OrderStore) OrderedUnits(ctx context.Context, sku string) (int64, error) {
 	var units int64
 	err := s.op(ctx, "ordered units", func(n stockNames) error {

@@ -3,12 +3,11 @@ package pglock_test
 import (
 	"context"
 	"errors"
-	"testing"
-	"time"
-
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/patterns/stock/stocktest"
+	"testing"
+	"time"
 )
 
 func TestStockConformance(t *testing.T) {
@@ -21,7 +20,7 @@ func TestOrderStore(t *testing.T) {
 	s := pglock.NewOrderStore(e.pool, pglock.WithSchema(e.schema))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	o := lockx.StockOrder{ID: "o1", SKU: "sku", User: "u", Qty: 1, Unique: true}
+	o := driver.StockOrder{ID: "o1", SKU: "sku", User: "u", Qty: 1, Unique: true}
 	if err := s.SaveOrder(ctx, o); err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +29,7 @@ func TestOrderStore(t *testing.T) {
 	}
 	o2 := o
 	o2.ID = "o2"
-	if err := s.SaveOrder(ctx, o2); !errors.Is(err, lockx.ErrDuplicateOrder) {
+	if err := s.SaveOrder(ctx, o2); !errors.Is(err, driver.ErrDuplicateOrder) {
 		t.Fatalf("second order of the buyer: %v, want ErrDuplicateOrder", err)
 	}
 	if n, err := s.OrderedUnits(ctx, "sku"); err != nil || n != 1 {
@@ -42,7 +41,7 @@ func TestOrderStore(t *testing.T) {
 	if err := s.SaveOrder(ctx, o2); err != nil {
 		t.Fatalf("order after cancellation: %v", err)
 	}
-	o3 := lockx.StockOrder{ID: "o3", SKU: "sku", User: "u", Qty: 2}
+	o3 := driver.StockOrder{ID: "o3", SKU: "sku", User: "u", Qty: 2}
 	if err := s.SaveOrder(ctx, o3); err != nil {
 		t.Fatalf("non-unique order: %v", err)
 	}

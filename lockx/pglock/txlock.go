@@ -6,8 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // TxLock takes key's lock for the rest of transaction tx and returns a
@@ -23,25 +22,25 @@ import (
 // namespace (WithNamespace) on the same database; tokens come from the same
 // fence sequence (WithSchema), which must exist (Migrate, or any Backend's
 // first use). Fair queues of Backends are not consulted.
-func TxLock(ctx context.Context, tx pgx.Tx, key string, opts ...Option) (lockx.Token, error) {
+func TxLock(ctx context.Context, tx pgx.Tx, key string, opts ...Option) (driver.Token, error) {
 	return txLock(ctx, tx, key, newConfig(opts), true)
 }
 
 // TryTxLock is TxLock without waiting: it returns an error matching
-// lockx.ErrNotAcquired if another session holds the key.
-func TryTxLock(ctx context.Context, tx pgx.Tx, key string, opts ...Option) (lockx.Token, error) {
+// driver.ErrNotAcquired if another session holds the key.
+func TryTxLock(ctx context.Context, tx pgx.Tx, key string, opts ...Option) (driver.Token, error) {
 	return txLock(ctx, tx, key, newConfig(opts), false)
 }
 
 // TxLock is the package-level TxLock with the Backend's schema and
 // namespace.
-func (b *Backend) TxLock(ctx context.Context, tx pgx.Tx, key string) (lockx.Token, error) {
+func (b *Backend) TxLock(ctx context.Context, tx pgx.Tx, key string) (driver.Token, error) {
 	return txLock(ctx, tx, key, b.cfg, true)
 }
 
 // TryTxLock is the package-level TryTxLock with the Backend's schema and
 // namespace.
-func (b *Backend) TryTxLock(ctx context.Context, tx pgx.Tx, key string) (lockx.Token, error) {
+func (b *Backend) TryTxLock(ctx context.Context, tx pgx.Tx, key string) (driver.Token, error) {
 	return txLock(ctx, tx, key, b.cfg, false)
 }
 
@@ -53,14 +52,14 @@ const (
 	sqlTryTxLock = `SELECT CASE WHEN pg_try_advisory_xact_lock($1::int8) THEN coalesce(nextval(to_regclass($2::text)), 0) END`
 )
 
-func txLock(ctx context.Context, tx pgx.Tx, key string, cfg config, wait bool) (lockx.Token, error) {
+func txLock(ctx context.Context, tx pgx.Tx, key string, cfg config, wait bool) (driver.Token, error) {
 	switch {
 	case cfg.err != nil:
 		return 0, cfg.err
 	case tx == nil:
-		return 0, fmt.Errorf("pglock: %w", &lockx.ArgError{Arg: "tx", Reason: "nil"})
+		return 0, fmt.Errorf("pglock: %w", &driver.ArgError{Arg: "tx", Reason: "nil"})
 	case key == "":
-		return 0, fmt.Errorf("pglock: %w", &lockx.ArgError{Arg: "key", Reason: "empty"})
+		return 0, fmt.Errorf("pglock: %w", &driver.ArgError{Arg: "key", Reason: "empty"})
 	}
 	n := newNames(cfg.schema)
 	q := sqlTryTxLock
@@ -76,9 +75,9 @@ func txLock(ctx context.Context, tx pgx.Tx, key string, cfg config, wait bool) (
 		}
 		return 0, fmt.Errorf("pglock: tx lock %q: %w", key, unavailable("tx lock", usageError(err, n)))
 	case tok == nil && !wait:
-		return 0, fmt.Errorf("pglock: tx lock %q: %w", key, lockx.ErrNotAcquired)
+		return 0, fmt.Errorf("pglock: tx lock %q: %w", key, driver.ErrNotAcquired)
 	case tok == nil || *tok == 0:
 		return 0, fmt.Errorf("pglock: tx lock %q: fence sequence %s is missing: run pglock.Migrate", key, n.fence)
 	}
-	return lockx.Token(*tok), nil
+	return driver.Token(*tok), nil
 }

@@ -3,18 +3,17 @@ package pglock
 import (
 	"context"
 	"encoding/hex"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"strconv"
 	"strings"
 	"sync"
-
-	"github.com/lockx-go/lockx/lockx"
 )
 
 // watcher is one waiting attempt's wake-up channel. flagged (guarded by
 // b.mu) says the watcher holds a reference on the key's wait flag; cancelled
 // that its registration ended.
 type watcher struct {
-	owner     lockx.Owner
+	owner     driver.Owner
 	ownerHex  string
 	ch        chan struct{}
 	flagged   bool
@@ -22,7 +21,7 @@ type watcher struct {
 	fair      bool // its last attempt was fair and flagged
 }
 
-// Watch implements lockx.Notifier. Before it returns, this process is
+// Watch implements driver.Notifier. Before it returns, this process is
 // listening on the schema's channel. Wake-ups come from releases in this
 // process directly and from other processes through one LISTEN connection
 // per Backend, however many keys are awaited. A notification naming the head
@@ -35,7 +34,7 @@ type watcher struct {
 // attempt notifies this process. Read/write releases, like plain ones,
 // notify only when some process holds the key's wait flag; semaphore
 // releases notify whether or not a flag is held.
-func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-chan struct{}, func(), error) {
+func (b *Backend) Watch(ctx context.Context, key string, owner driver.Owner) (<-chan struct{}, func(), error) {
 	hash := b.hash(key)
 	w := &watcher{owner: owner, ownerHex: hex.EncodeToString([]byte(owner)), ch: make(chan struct{}, 1)}
 	b.mu.Lock()
@@ -77,7 +76,7 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 
 // watcherLocked returns a live watcher of owner on hash, nil if none.
 // Callers hold b.mu.
-func (b *Backend) watcherLocked(hash int64, owner lockx.Owner) *watcher {
+func (b *Backend) watcherLocked(hash int64, owner driver.Owner) *watcher {
 	var found *watcher
 	for w := range b.watch[hash] {
 		if w.owner == owner && !w.cancelled {
@@ -123,7 +122,7 @@ func (b *Backend) wakeReleasedLocked(hash int64) {
 }
 
 // wakeOwnerLocked wakes owner's watchers of hash. Callers hold b.mu.
-func (b *Backend) wakeOwnerLocked(hash int64, owner lockx.Owner) {
+func (b *Backend) wakeOwnerLocked(hash int64, owner driver.Owner) {
 	b.wakeIfLocked(hash, func(w *watcher) bool { return w.owner == owner })
 }
 

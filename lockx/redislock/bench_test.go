@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/redislock"
 )
 
@@ -88,7 +89,7 @@ func BenchmarkUncontendedBackend(b *testing.B) {
 	b.Cleanup(func() { _ = be.Close() })
 	pair := func(ctx context.Context, key string) error {
 		o := lockx.NewOwner()
-		res, err := be.Acquire(ctx, lockx.Request{Key: key, Owner: o, Lease: 10 * time.Second})
+		res, err := be.Acquire(ctx, driver.Request{Key: key, Owner: o, Lease: 10 * time.Second})
 		if err != nil || !res.Acquired {
 			return err
 		}

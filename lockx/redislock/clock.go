@@ -6,7 +6,7 @@ import (
 )
 
 // Now returns the Redis server's time (TIME), the clock its leases run on.
-// With Resolution it implements cronguard.Clock, so patterns/cronguard can
+// With Resolution it implements driver.Clock, so patterns/cronguard can
 // derive triggers from one clock for a whole fleet, as ShedLock's
 // usingDbTime does. On a Cluster the answer comes from whichever node the
 // client picks; nodes are assumed to agree to well under a schedule's period.

@@ -4,19 +4,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/lockxtest"
 	"github.com/lockx-go/lockx/lockx/redislock"
+	"github.com/redis/go-redis/v9"
 )
 
 // conformance runs a lockxtest suite against backends over rdb with opts;
 // all backends of one run share a prefix, as clients of one deployment do.
-func conformance(t *testing.T, suite func(*testing.T, func(*testing.T) lockx.Backend), rdb redis.UniversalClient, opts ...redislock.Option) {
+func conformance(t *testing.T, suite func(*testing.T, func(*testing.T) driver.Backend), rdb redis.UniversalClient, opts ...redislock.Option) {
 	prefix := testPrefix()
 	opts = append([]redislock.Option{redislock.WithPrefix(prefix)}, opts...)
-	suite(t, func(t *testing.T) lockx.Backend { return redislock.New(rdb, opts...) })
+	suite(t, func(t *testing.T) driver.Backend { return redislock.New(rdb, opts...) })
 }
 
 func TestConformanceSingle(t *testing.T) { conformance(t, lockxtest.Run, single(t)) }

@@ -51,7 +51,7 @@
 // previous token comes from the live lock or from the tombstone a release
 // leaves. Tokens are therefore strictly increasing per key without any state
 // that outlives a lock by more than the tombstone window, and they stay far
-// below 2^53 (lockx.MaxToken), so Lua numbers hold them exactly.
+// below 2^53 (driver.MaxToken), so Lua numbers hold them exactly.
 //
 // The assumption behind it: the clock of the server that holds the key does
 // not step back by more than the tombstone window (WithTombstone) while the
@@ -84,7 +84,7 @@
 // fail before a replica has it, and the promoted replica then grants the
 // lock again. WithReplicaAck closes that window for a chosen number of
 // replicas (WAIT in the same pipeline as the grant; an unacknowledged grant
-// is released and reported as lockx.ErrUnavailable). Fencing tokens remain
+// is released and reported as driver.ErrUnavailable). Fencing tokens remain
 // the end-to-end safety net.
 //
 // # Throughput
@@ -97,6 +97,6 @@
 // keys in one script call per node (lockx's ManyAcquirer, behind
 // Client.AcquireMany), and the watchdog renews every due lock in one
 // pipeline per node: on a Cluster one call per master node, concurrently
-// (lockx.ExtendPartitioner), so a stalled master delays only the renewals
+// (driver.ExtendPartitioner), so a stalled master delays only the renewals
 // of its own locks.
 package redislock

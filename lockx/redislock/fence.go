@@ -6,9 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/lockx-go/lockx/lockx"
 )
 
 // The fence scripts share fence.lua, the check itself.
@@ -17,7 +16,7 @@ var (
 	fencedSetScript = loadScript("fence.lua", "fenced_set.lua")
 )
 
-var _ lockx.FenceStore = (*Backend)(nil)
+var _ driver.FenceStore = (*Backend)(nil)
 
 // fenceKey names the string that holds the highest token accepted for
 // resource: prefix + "f:{resource}". The resource is the hash tag, so the
@@ -33,12 +32,12 @@ func (b *Backend) fenceKey(resource string) string {
 	return b.cfg.prefix + "f:{" + resource + "}"
 }
 
-// Fence implements lockx.FenceStore with one script call: GET, compare and
+// Fence implements driver.FenceStore with one script call: GET, compare and
 // SET of the resource's fence key. Like the lock scripts it goes through the
 // batcher (WithAutoPipeline), so concurrent checks share round trips. A Backend is a fence store on its own —
 // the resource need not be locked through Redis — and several services share
 // fences by sharing the prefix.
-func (b *Backend) Fence(ctx context.Context, resource string, token lockx.Token) error {
+func (b *Backend) Fence(ctx context.Context, resource string, token driver.Token) error {
 	if err := b.fenceArgs(ctx, resource, token); err != nil {
 		return err
 	}
@@ -54,28 +53,28 @@ func (b *Backend) Fence(ctx context.Context, resource string, token lockx.Token)
 // FencedSet writes value to key (SET, with PX ttl when ttl > 0) only if
 // token is current for resource, in one script: the fencing check and the
 // write are one atomic step, so no newer holder can write in between. A
-// stale token returns a *lockx.StaleTokenError and writes nothing.
+// stale token returns a *driver.StaleTokenError and writes nothing.
 //
 //	err := b.FencedSet(ctx, "docs/1", l.Token(), "doc:{docs/1}", body, 0)
 //
 // On Redis Cluster a script may only touch keys of one slot: key must carry
 // the resource as its hash tag ("…{resource}…", the first braces of the
-// name), or FencedSet refuses it with an *lockx.ArgError before sending
+// name), or FencedSet refuses it with an *driver.ArgError before sending
 // anything. Tag data keys that way on a single node too, and the code keeps
 // working when the data moves to a Cluster.
-func (b *Backend) FencedSet(ctx context.Context, resource string, token lockx.Token, key string, value any, ttl time.Duration) error {
+func (b *Backend) FencedSet(ctx context.Context, resource string, token driver.Token, key string, value any, ttl time.Duration) error {
 	if err := b.fenceArgs(ctx, resource, token); err != nil {
 		return err
 	}
 	if key == "" {
-		return &lockx.ArgError{Arg: "key", Reason: "empty"}
+		return &driver.ArgError{Arg: "key", Reason: "empty"}
 	}
 	if ttl < 0 {
-		return &lockx.ArgError{Arg: "ttl", Reason: "must not be negative"}
+		return &driver.ArgError{Arg: "ttl", Reason: "must not be negative"}
 	}
 	fk := b.fenceKey(resource)
 	if _, cluster := b.rdb.(*redis.ClusterClient); cluster && hashTag(key) != hashTag(fk) {
-		return &lockx.ArgError{Arg: "key", Reason: fmt.Sprintf("on Redis Cluster it must carry the hash tag {%s} of the resource", hashTag(fk))}
+		return &driver.ArgError{Arg: "key", Reason: fmt.Sprintf("on Redis Cluster it must carry the hash tag {%s} of the resource", hashTag(fk))}
 	}
 	c := &call{}
 	c.args[2], c.args[3], c.args[4] = "2", fk, key
@@ -87,24 +86,24 @@ func (b *Backend) FencedSet(ctx context.Context, resource string, token lockx.To
 	return staleError(resource, token, seen)
 }
 
-func (b *Backend) fenceArgs(ctx context.Context, resource string, token lockx.Token) error {
+func (b *Backend) fenceArgs(ctx context.Context, resource string, token driver.Token) error {
 	if b.err != nil {
 		return b.err
 	}
-	if err := lockx.CheckFenceArgs(resource, token); err != nil {
+	if err := driver.CheckFenceArgs(resource, token); err != nil {
 		return err
 	}
 	return ctx.Err()
 }
 
-func staleError(resource string, token lockx.Token, seen int64) error {
+func staleError(resource string, token driver.Token, seen int64) error {
 	if seen == 0 {
 		return nil
 	}
-	if seen < 0 || lockx.Token(seen) <= token { // the script never says so
-		return lockx.Unavailable("fence", fmt.Errorf("unexpected fence reply %d for token %d", seen, token))
+	if seen < 0 || driver.Token(seen) <= token { // the script never says so
+		return driver.Unavailable("fence", fmt.Errorf("unexpected fence reply %d for token %d", seen, token))
 	}
-	return &lockx.StaleTokenError{Resource: resource, Token: token, Seen: lockx.Token(seen)}
+	return &driver.StaleTokenError{Resource: resource, Token: token, Seen: driver.Token(seen)}
 }
 
 // hashTag returns the part of a key Redis Cluster hashes: the text between

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/redislock"
 )
 
@@ -68,7 +69,7 @@ func TestFunctionLibraryRecovery(t *testing.T) {
 			t.Fatalf("round %d: lockx libraries after a grant: %v, want one", round, libs)
 		}
 		flush()
-		if errs := b.ExtendMany(ctx, []lockx.ExtendRequest{{Key: "k", Owner: a, Lease: time.Second}}); errs[0] != nil {
+		if errs := b.ExtendMany(ctx, []driver.ExtendRequest{{Key: "k", Owner: a, Lease: time.Second}}); errs[0] != nil {
 			t.Fatalf("round %d: ExtendMany after FUNCTION FLUSH: %v", round, errs[0])
 		}
 		flush()
@@ -84,7 +85,7 @@ func TestFunctionLibraryRecovery(t *testing.T) {
 			t.Fatalf("round %d: Release after FUNCTION FLUSH: %v", round, err)
 		}
 		flush()
-		reqs := []lockx.Request{req("m1", a, time.Second), req("m2", a, time.Second)}
+		reqs := []driver.Request{req("m1", a, time.Second), req("m2", a, time.Second)}
 		res, err := b.AcquireMany(ctx, reqs)
 		if err != nil || !res[0].Acquired || !res[1].Acquired {
 			t.Fatalf("round %d: AcquireMany after FUNCTION FLUSH: %+v, %v", round, res, err)
@@ -193,7 +194,7 @@ func TestFunctionsAboveMaxmemory(t *testing.T) {
 		if _, err := b.TTL(ctx, "k", a); err != nil {
 			t.Errorf("%s: TTL above maxmemory: %v", name, err)
 		}
-		if errs := b.ExtendMany(ctx, []lockx.ExtendRequest{{Key: "k", Owner: a, Lease: time.Second}}); errs[0] != nil {
+		if errs := b.ExtendMany(ctx, []driver.ExtendRequest{{Key: "k", Owner: a, Lease: time.Second}}); errs[0] != nil {
 			t.Errorf("%s: ExtendMany above maxmemory: %v", name, errs[0])
 		}
 		if _, err := b.Acquire(ctx, req("other", a, time.Second)); err == nil {
@@ -233,9 +234,9 @@ func TestFunctionLibraryOnEveryClusterMaster(t *testing.T) {
 		mustGrant(t, b, req(k, a, 5*time.Second))
 	}
 	flush()
-	reqs := make([]lockx.ExtendRequest, len(keys))
+	reqs := make([]driver.ExtendRequest, len(keys))
 	for i, k := range keys {
-		reqs[i] = lockx.ExtendRequest{Key: k, Owner: a, Lease: 5 * time.Second}
+		reqs[i] = driver.ExtendRequest{Key: k, Owner: a, Lease: 5 * time.Second}
 	}
 	for i, err := range b.ExtendMany(ctx, reqs) {
 		if err != nil {

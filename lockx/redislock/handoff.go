@@ -1,11 +1,10 @@
 package redislock
 
 import (
+	"github.com/lockx-go/lockx/lockx/driver"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/lockx-go/lockx/lockx"
 )
 
 // Direct fair handoff. When a release finds a live fair-queue head, the
@@ -40,7 +39,7 @@ type waitRec struct {
 	sent   time.Time // send time of its most recent refused attempt
 	expire time.Time // the record is dropped after this
 	// A handoff received for it (tok > 0).
-	tok   lockx.Token
+	tok   driver.Token
 	lease time.Duration
 }
 
@@ -71,7 +70,7 @@ func (n *notifier) refused(lk, owner string, sent time.Time, lease, qttl time.Du
 
 // handedOff records a handoff message for (lk, owner) if that owner waits
 // here. Callers hold n.mu.
-func (n *notifier) handedOff(lk, owner string, tok lockx.Token, lease time.Duration) {
+func (n *notifier) handedOff(lk, owner string, tok driver.Token, lease time.Duration) {
 	r := n.waits[waitKey{lk, owner}]
 	if r == nil {
 		return // withdrawn (its release frees the lock) or never refused here
@@ -87,23 +86,23 @@ func (n *notifier) handedOff(lk, owner string, tok lockx.Token, lease time.Durat
 // TTL; a holder that will not renew (renewed false) and asked for more must
 // get its full lease from the server, so it falls back to an attempt, which
 // re-grants idempotently with the full lease.
-func (n *notifier) takeHandoff(lk, owner string, lease time.Duration, renewed bool) (lockx.Result, bool) {
+func (n *notifier) takeHandoff(lk, owner string, lease time.Duration, renewed bool) (driver.Result, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	k := waitKey{lk, owner}
 	r := n.waits[k]
 	if r == nil || r.tok <= 0 {
-		return lockx.Result{}, false // no handoff (yet): keep the refusal
+		return driver.Result{}, false // no handoff (yet): keep the refusal
 	}
 	delete(n.waits, k)
 	if !renewed && r.lease < lease {
-		return lockx.Result{}, false
+		return driver.Result{}, false
 	}
 	ttl := r.lease - time.Since(r.sent)
 	if ttl < handoffMargin || ttl < r.lease/8 {
-		return lockx.Result{}, false
+		return driver.Result{}, false
 	}
-	return lockx.Result{Acquired: true, Token: r.tok, TTL: ttl}, true
+	return driver.Result{Acquired: true, Token: r.tok, TTL: ttl}, true
 }
 
 // forget drops the record of (lk, owner): on a grant or a release.
@@ -131,7 +130,7 @@ func (n *notifier) sweep(now time.Time) {
 
 // parseHandoff splits a handoff payload "=<token>:<lease ms>:<rest>" into
 // its grant and the usual wake-up payload rest.
-func parseHandoff(p string) (tok lockx.Token, lease time.Duration, rest string, ok bool) {
+func parseHandoff(p string) (tok driver.Token, lease time.Duration, rest string, ok bool) {
 	p = p[1:]
 	i := strings.IndexByte(p, ':')
 	if i <= 0 {
@@ -150,5 +149,5 @@ func parseHandoff(p string) (tok lockx.Token, lease time.Duration, rest string, 
 	if err != nil || ms <= 0 {
 		return 0, 0, "", false
 	}
-	return lockx.Token(t), time.Duration(ms) * time.Millisecond, p[j+1:], true
+	return driver.Token(t), time.Duration(ms) * time.Millisecond, p[j+1:], true
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/redislock"
 )
 
@@ -34,8 +35,8 @@ func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 	}
 }
 
-func fairReq(key string, owner lockx.Owner, lease time.Duration) lockx.Request {
-	return lockx.Request{Key: key, Owner: owner, Lease: lease, Fair: true, Wait: true}
+func fairReq(key string, owner lockx.Owner, lease time.Duration) driver.Request {
+	return driver.Request{Key: key, Owner: owner, Lease: lease, Fair: true, Wait: true}
 }
 
 // handoffSetup returns a holder backend, a waiter backend over its own
@@ -159,7 +160,7 @@ func TestFairHandoffWithdrawnHeadLeavesNoLock(t *testing.T) {
 	}
 	// No record survives: the head's next attempt goes to the server.
 	before := hook.n.Load()
-	mustRefuse(t, waiter, lockx.Request{Key: key, Owner: "head", Lease: lease, Fair: true})
+	mustRefuse(t, waiter, driver.Request{Key: key, Owner: "head", Lease: lease, Fair: true})
 	if hook.n.Load() == before {
 		t.Error("attempt after withdrawal answered from a stale record")
 	}

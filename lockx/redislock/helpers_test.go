@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/redislock"
 )
 
@@ -55,11 +56,11 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-func req(key string, owner lockx.Owner, lease time.Duration) lockx.Request {
-	return lockx.Request{Key: key, Owner: owner, Lease: lease}
+func req(key string, owner lockx.Owner, lease time.Duration) driver.Request {
+	return driver.Request{Key: key, Owner: owner, Lease: lease}
 }
 
-func mustGrant(t testing.TB, b *redislock.Backend, r lockx.Request) lockx.Token {
+func mustGrant(t testing.TB, b *redislock.Backend, r driver.Request) lockx.Token {
 	t.Helper()
 	res, err := b.Acquire(context.Background(), r)
 	if err != nil || !res.Acquired {
@@ -68,7 +69,7 @@ func mustGrant(t testing.TB, b *redislock.Backend, r lockx.Request) lockx.Token 
 	return res.Token
 }
 
-func mustRefuse(t testing.TB, b *redislock.Backend, r lockx.Request) lockx.Result {
+func mustRefuse(t testing.TB, b *redislock.Backend, r driver.Request) driver.Result {
 	t.Helper()
 	res, err := b.Acquire(context.Background(), r)
 	if err != nil || res.Acquired {

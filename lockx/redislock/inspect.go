@@ -6,23 +6,22 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/lockx-go/lockx/lockx"
 )
 
-var _ lockx.Inspector = (*Backend)(nil)
+var _ driver.Inspector = (*Backend)(nil)
 
 // scanCount is the COUNT hint of each SCAN step, and the size of the
 // pipelines that read what it found.
 const scanCount = 500
 
-// Locks implements lockx.Inspector with SCAN over every primary (all of a
+// Locks implements driver.Inspector with SCAN over every primary (all of a
 // Cluster's masters), then one pipeline per SCAN page reading each lock's
 // value, PTTL and queue sizes. Age is 0: Redis keeps only the lease.
 // Waiters counts the fair queue plus, for plain waiters, the number of
 // backends waiting (at least one waiter each), so it is a lower bound.
-func (b *Backend) Locks(ctx context.Context, prefix string, fn func(lockx.LockInfo) bool) error {
+func (b *Backend) Locks(ctx context.Context, prefix string, fn func(driver.LockInfo) bool) error {
 	if b.err != nil {
 		return b.err
 	}
@@ -37,7 +36,7 @@ func (b *Backend) Locks(ctx context.Context, prefix string, fn func(lockx.LockIn
 			for {
 				names, next, err := node.Scan(ctx, cursor, pat, scanCount).Result()
 				if err != nil {
-					return lockx.Unavailable("locks", err)
+					return driver.Unavailable("locks", err)
 				}
 				infos, err := b.read(ctx, "locks", node, names)
 				if err != nil {
@@ -89,24 +88,24 @@ func (b *Backend) Locks(ctx context.Context, prefix string, fn func(lockx.LockIn
 	return err
 }
 
-// Lock implements lockx.Inspector.
-func (b *Backend) Lock(ctx context.Context, key string) (lockx.LockInfo, error) {
+// Lock implements driver.Inspector.
+func (b *Backend) Lock(ctx context.Context, key string) (driver.LockInfo, error) {
 	if b.err != nil {
-		return lockx.LockInfo{}, b.err
+		return driver.LockInfo{}, b.err
 	}
 	infos, err := b.read(ctx, "lock", b.rdb, []string{b.lockKey(key)})
 	if err != nil {
-		return lockx.LockInfo{}, err
+		return driver.LockInfo{}, err
 	}
 	if len(infos) == 0 {
-		return lockx.LockInfo{}, lockx.ErrNotHeld
+		return driver.LockInfo{}, driver.ErrNotHeld
 	}
 	return infos[0], nil
 }
 
 // read returns the held locks among the key names (other names, queues
 // and tombstones are skipped). op names the Inspector method in errors.
-func (b *Backend) read(ctx context.Context, op string, node redis.UniversalClient, names []string) ([]lockx.LockInfo, error) {
+func (b *Backend) read(ctx context.Context, op string, node redis.UniversalClient, names []string) ([]driver.LockInfo, error) {
 	type cand struct {
 		key          string
 		get          *redis.StringCmd
@@ -134,9 +133,9 @@ func (b *Backend) read(ctx context.Context, op string, node redis.UniversalClien
 		return nil
 	})
 	if err != nil && !isVerdict(err) {
-		return nil, lockx.Unavailable(op, err)
+		return nil, driver.Unavailable(op, err)
 	}
-	var out []lockx.LockInfo
+	var out []driver.LockInfo
 	for _, c := range cands {
 		v, err := c.get.Result()
 		if err != nil || len(v) <= 8 { // gone, not a string, or a tombstone
@@ -145,10 +144,10 @@ func (b *Backend) read(ctx context.Context, op string, node redis.UniversalClien
 		ttl, _ := c.pttl.Result()
 		q, _ := c.queue.Result()
 		m, _ := c.marks.Result()
-		out = append(out, lockx.LockInfo{
+		out = append(out, driver.LockInfo{
 			Key:     c.key,
 			Owner:   decodeOwner(v[:len(v)-8]),
-			Token:   lockx.Token(binary.BigEndian.Uint64([]byte(v[len(v)-8:]))),
+			Token:   driver.Token(binary.BigEndian.Uint64([]byte(v[len(v)-8:]))),
 			TTL:     max(ttl, 0),
 			Waiters: int(q + m),
 		})

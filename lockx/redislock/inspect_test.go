@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/redislock"
 )
 
@@ -42,7 +43,7 @@ func inspectSuite(t *testing.T, rdb redis.UniversalClient) {
 	if err := free.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Acquire(ctx, lockx.Request{Key: "jobs/00", Owner: lockx.NewOwner(), Lease: time.Second, Fair: true, Wait: true}); err != nil {
+	if _, err := b.Acquire(ctx, driver.Request{Key: "jobs/00", Owner: lockx.NewOwner(), Lease: time.Second, Fair: true, Wait: true}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -8,14 +8,13 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/lockx-go/lockx/lockx"
 )
 
-var _ lockx.ManyAcquirer = (*Backend)(nil)
+var _ driver.ManyAcquirer = (*Backend)(nil)
 
-// AcquireMany implements lockx.ManyAcquirer: one all-or-nothing attempt at
+// AcquireMany implements driver.ManyAcquirer: one all-or-nothing attempt at
 // every request, for one owner, without waiting.
 //
 // On a single node or a Sentinel primary it is one script call over every
@@ -33,18 +32,18 @@ var _ lockx.ManyAcquirer = (*Backend)(nil)
 // With WithReplicaAck it makes no call and reports the set as not taken
 // (every Result with Acquired false and TTL 0): the Client then takes the
 // keys one by one, each grant acknowledged by the replicas.
-func (b *Backend) AcquireMany(ctx context.Context, reqs []lockx.Request) ([]lockx.Result, error) {
+func (b *Backend) AcquireMany(ctx context.Context, reqs []driver.Request) ([]driver.Result, error) {
 	if b.err != nil {
 		return nil, b.err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	res := make([]lockx.Result, len(reqs))
+	res := make([]driver.Result, len(reqs))
 	if len(reqs) == 0 || b.cfg.replicas > 0 {
 		return res, nil
 	}
-	if err := lockx.CheckManyRequests(reqs); err != nil {
+	if err := driver.CheckManyRequests(reqs); err != nil {
 		return nil, err
 	}
 	owner := encodeOwner(reqs[0].Owner)
@@ -76,7 +75,7 @@ func (b *Backend) AcquireMany(ctx context.Context, reqs []lockx.Request) ([]lock
 		for j, i := range idx {
 			switch v := vs[j]; {
 			case v > 0:
-				res[i] = lockx.Result{Acquired: true, Token: lockx.Token(v), TTL: reqs[i].Lease}
+				res[i] = driver.Result{Acquired: true, Token: driver.Token(v), TTL: reqs[i].Lease}
 			case v < 0:
 				res[i].TTL = time.Duration(-1-v) * time.Millisecond
 			}
@@ -111,7 +110,7 @@ func (b *Backend) AcquireMany(ctx context.Context, reqs []lockx.Request) ([]lock
 // groupByTag returns the indexes of reqs grouped so that each group can run
 // as one script: everything in one group on a client that does not route by
 // key, else one group per hash tag, in order of first appearance.
-func (b *Backend) groupByTag(reqs []lockx.Request) [][]int {
+func (b *Backend) groupByTag(reqs []driver.Request) [][]int {
 	if !b.routed {
 		return oneGroup(len(reqs))
 	}
@@ -156,7 +155,7 @@ func oneGroup(n int) [][]int {
 // *string and *int64 as their values), so a set costs a few allocations
 // rather than several per key; the first key goes in as a string, which
 // routing by key needs.
-func manyArgs(b *Backend, reqs []lockx.Request, idx []int, owner string) []any {
+func manyArgs(b *Backend, reqs []driver.Request, idx []int, owner string) []any {
 	p := b.cfg.prefix
 	size := 0
 	for _, i := range idx {
@@ -190,7 +189,7 @@ func manyArgs(b *Backend, reqs []lockx.Request, idx []int, owner string) []any {
 
 // releaseKeys releases reqs[idx...] from owner (encoded) in one pipeline,
 // bounded by a second past ctx's cancellation.
-func (b *Backend) releaseKeys(ctx context.Context, reqs []lockx.Request, idx []int, owner string) error {
+func (b *Backend) releaseKeys(ctx context.Context, reqs []driver.Request, idx []int, owner string) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	keys := make([]string, len(idx))
@@ -199,19 +198,19 @@ func (b *Backend) releaseKeys(ctx context.Context, reqs []lockx.Request, idx []i
 	}
 	var errs []error
 	for _, err := range b.releasePipe(rctx, keys, owner) {
-		if err != nil && !errors.Is(err, lockx.ErrNotHeld) {
+		if err != nil && !errors.Is(err, driver.ErrNotHeld) {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-var _ lockx.ManyReleaser = (*Backend)(nil)
+var _ driver.ManyReleaser = (*Backend)(nil)
 
-// ReleaseMany implements lockx.ManyReleaser: the release script of every
+// ReleaseMany implements driver.ManyReleaser: the release script of every
 // key in one pipeline (go-redis splits a Cluster's per master node), with
 // one error per key as Release returns it.
-func (b *Backend) ReleaseMany(ctx context.Context, keys []string, owner lockx.Owner) []error {
+func (b *Backend) ReleaseMany(ctx context.Context, keys []string, owner driver.Owner) []error {
 	errs := make([]error, len(keys))
 	err := b.err
 	if err == nil {
@@ -243,7 +242,7 @@ func (b *Backend) releasePipe(ctx context.Context, keys []string, owner string) 
 		case err != nil:
 			errs[i] = b.fail(ctx, "release", err)
 		case v != 1:
-			errs[i] = lockx.ErrNotHeld
+			errs[i] = driver.ErrNotHeld
 		}
 	}
 	return errs

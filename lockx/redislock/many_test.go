@@ -10,19 +10,20 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/redislock"
 )
 
 // manyReqs returns n plain requests of owner for keys stem:0 … stem:n-1.
-func manyReqs(stem string, n int, owner lockx.Owner, lease time.Duration) []lockx.Request {
-	rs := make([]lockx.Request, n)
+func manyReqs(stem string, n int, owner lockx.Owner, lease time.Duration) []driver.Request {
+	rs := make([]driver.Request, n)
 	for i := range rs {
 		rs[i] = req(fmt.Sprintf("%s:%d", stem, i), owner, lease)
 	}
 	return rs
 }
 
-func acquireMany(t *testing.T, b *redislock.Backend, reqs []lockx.Request) []lockx.Result {
+func acquireMany(t *testing.T, b *redislock.Backend, reqs []driver.Request) []driver.Result {
 	t.Helper()
 	res, err := b.AcquireMany(ctxT(t, 5*time.Second), reqs)
 	if err != nil {
@@ -36,7 +37,7 @@ func acquireMany(t *testing.T, b *redislock.Backend, reqs []lockx.Request) []loc
 
 // expectManyFree checks that another owner can take (and then gives back)
 // every key of reqs.
-func expectManyFree(t *testing.T, b *redislock.Backend, reqs []lockx.Request) {
+func expectManyFree(t *testing.T, b *redislock.Backend, reqs []driver.Request) {
 	t.Helper()
 	o := lockx.NewOwner()
 	for _, r := range reqs {
@@ -163,7 +164,7 @@ func TestAcquireManySharedTagOneScript(t *testing.T) {
 	b := backend(t, clusterClient(t))
 	a, x := lockx.NewOwner(), lockx.NewOwner()
 	tag := "{order:" + randHex(4) + "}"
-	reqs := []lockx.Request{req(tag+":pay", a, 5*time.Second), req(tag+":ship", a, 5*time.Second), req("other:"+randHex(4), a, 5*time.Second)}
+	reqs := []driver.Request{req(tag+":pay", a, 5*time.Second), req(tag+":ship", a, 5*time.Second), req("other:"+randHex(4), a, 5*time.Second)}
 	mustGrant(t, b, req(tag+":ship", x, 5*time.Second))
 	for i, r := range acquireMany(t, b, reqs) {
 		if r.Acquired {
@@ -186,7 +187,7 @@ func TestAcquireManyFairHeadFirst(t *testing.T) {
 	fw.Fair, fw.Wait, fw.QueueTTL = true, true, 5*time.Second
 	mustRefuse(t, b, fw)
 	time.Sleep(100 * time.Millisecond) // the holder's lease runs out, w stays queued
-	reqs := []lockx.Request{req("p", a, time.Second), req("q", a, time.Second)}
+	reqs := []driver.Request{req("p", a, time.Second), req("q", a, time.Second)}
 	for i, r := range acquireMany(t, b, reqs) {
 		if r.Acquired {
 			t.Fatalf("result %d granted past a live fair-queue head", i)
@@ -204,7 +205,7 @@ func TestAcquireManyBadInput(t *testing.T) {
 	a, x := lockx.NewOwner(), lockx.NewOwner()
 	fair := req("f", a, time.Second)
 	fair.Fair = true
-	for name, reqs := range map[string][]lockx.Request{
+	for name, reqs := range map[string][]driver.Request{
 		"two owners": {req("a", a, time.Second), req("b", x, time.Second)},
 		"fair":       {req("a", a, time.Second), fair},
 	} {
@@ -217,7 +218,7 @@ func TestAcquireManyBadInput(t *testing.T) {
 		t.Fatalf("no requests: %v, %v", res, err)
 	}
 	bad := redislock.New(nil)
-	if _, err := bad.AcquireMany(ctx, []lockx.Request{req("a", a, time.Second)}); !errors.Is(err, lockx.ErrInvalidArgument) {
+	if _, err := bad.AcquireMany(ctx, []driver.Request{req("a", a, time.Second)}); !errors.Is(err, lockx.ErrInvalidArgument) {
 		t.Fatalf("nil client: %v, want ErrInvalidArgument", err)
 	}
 }

@@ -5,7 +5,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/lockx-go/lockx/internal/miniclock"
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/lockxtest"
 	"github.com/lockx-go/lockx/lockx/redislock"
 	"github.com/redis/go-redis/v9"
@@ -19,5 +19,5 @@ func TestConformanceMiniredis(t *testing.T) {
 	t.Cleanup(miniclock.Follow(m)) // leases must expire in real time
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
-	lockxtest.Run(t, func(*testing.T) lockx.Backend { return redislock.New(rdb) })
+	lockxtest.Run(t, func(*testing.T) driver.Backend { return redislock.New(rdb) })
 }

@@ -11,9 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/lockx-go/lockx/lockx"
 )
 
 // Wake-up without polling. Each Backend subscribes once, lazily at the first
@@ -40,7 +39,7 @@ const (
 	healthInterval = 5 * time.Second
 )
 
-var errClosed = fmt.Errorf("redislock: backend closed: %w", lockx.ErrClosed)
+var errClosed = fmt.Errorf("redislock: backend closed: %w", driver.ErrClosed)
 
 type notifier struct {
 	b      *Backend
@@ -66,7 +65,7 @@ type watchSet struct{ m map[*watcher]struct{} }
 
 type watcher struct {
 	seq   uint64 // registration order
-	owner lockx.Owner
+	owner driver.Owner
 	enc   string        // owner encoded as the lock scripts store it
 	ch    chan struct{} // capacity 1: a pending wake-up
 }
@@ -83,9 +82,9 @@ func (n *notifier) init(b *Backend) {
 // channel is this backend's wake-up channel.
 func (b *Backend) channel() string { return b.chpf + b.id }
 
-// Watch implements lockx.Notifier. The first call starts the subscription
+// Watch implements driver.Notifier. The first call starts the subscription
 // and waits (bounded by ctx) until Redis has confirmed it.
-func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-chan struct{}, func(), error) {
+func (b *Backend) Watch(ctx context.Context, key string, owner driver.Owner) (<-chan struct{}, func(), error) {
 	if b.err != nil {
 		return nil, nil, b.err
 	}
@@ -254,7 +253,7 @@ func (n *notifier) wakeAll() {
 // scripts (rw, semaphore) as they are; either matches. (A false match would
 // only cost a retry.)
 func (n *notifier) dispatch(p string) (passOn string) {
-	var tok lockx.Token
+	var tok driver.Token
 	var lease time.Duration
 	if strings.HasPrefix(p, "=") {
 		// A fair handoff: the lock is the named owner's already.
@@ -307,7 +306,7 @@ func (n *notifier) dispatch(p string) (passOn string) {
 
 // othersWaiting reports whether a watcher of lk other than owner's is
 // registered, so that a grant keeps this backend's waiter mark.
-func (n *notifier) othersWaiting(lk string, owner lockx.Owner) bool {
+func (n *notifier) othersWaiting(lk string, owner driver.Owner) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	set := n.watchers[lk]

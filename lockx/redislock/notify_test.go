@@ -13,6 +13,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/redislock"
 )
 
@@ -72,7 +73,7 @@ func TestFairWakesOnlyHead(t *testing.T) {
 	// A subscription confirmed late (a loaded machine) wakes every watcher
 	// once, by design: let those wake-ups pass before the release.
 	quiesce(t, w1, w2)
-	for _, r := range []lockx.Request{{Key: "k", Owner: first}, {Key: "k", Owner: second}} {
+	for _, r := range []driver.Request{{Key: "k", Owner: first}, {Key: "k", Owner: second}} {
 		r.Lease, r.Fair, r.Wait = time.Second, true, true
 		be := b1
 		if r.Owner == second {

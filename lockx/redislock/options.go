@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // Defaults of a Backend.
@@ -36,7 +37,7 @@ func defaultConfig() config {
 
 func (c *config) fail(arg, reason string) {
 	if c.err == nil {
-		c.err = &lockx.ArgError{Arg: arg, Reason: reason}
+		c.err = &driver.ArgError{Arg: arg, Reason: reason}
 	}
 }
 
@@ -44,7 +45,7 @@ func (c *config) fail(arg, reason string) {
 // uses (default "lockx:"). Backends that share locks must share the prefix.
 // The prefix must not contain braces: the lock key itself is the hash tag
 // that keeps all keys of one lock on one Cluster node. An invalid prefix is
-// reported as an *lockx.ArgError by every call.
+// reported as an *driver.ArgError by every call.
 func WithPrefix(prefix string) Option {
 	return func(c *config) {
 		if strings.ContainsAny(prefix, "{}") {
@@ -85,7 +86,7 @@ func WithQueueTTL(d time.Duration) Option {
 // WithReplicaAck makes every grant wait until at least replicas replicas
 // have acknowledged it (Redis WAIT, sent in the same pipeline as the grant),
 // for at most timeout. A grant that is not acknowledged in time is released
-// again and the attempt fails with an error matching lockx.ErrUnavailable,
+// again and the attempt fails with an error matching driver.ErrUnavailable,
 // so a lock is never handed out that a failover to a lagging replica could
 // forget. It costs one replication round trip per grant.
 //

@@ -1,6 +1,8 @@
 package redislock
 
-import "github.com/lockx-go/lockx/lockx"
+import (
+	"github.com/lockx-go/lockx/lockx/driver"
+)
 
 // Owners are stored compactly: an owner made by lockx.NewOwner (32 lowercase
 // hex digits) as its 16 bytes, which saves 16 bytes per held lock. Any other
@@ -14,7 +16,7 @@ import "github.com/lockx-go/lockx/lockx"
 //	any other                →  owner + "\x01"
 
 // appendOwner appends the encoding of o to dst.
-func appendOwner(dst []byte, o lockx.Owner) []byte {
+func appendOwner(dst []byte, o driver.Owner) []byte {
 	if len(o) == 32 {
 		var raw [16]byte
 		bad := byte(0)
@@ -52,12 +54,12 @@ var hexVal = func() (t [256]byte) {
 }()
 
 // encodeOwner returns the encoding of o.
-func encodeOwner(o lockx.Owner) string {
+func encodeOwner(o driver.Owner) string {
 	return string(appendOwner(make([]byte, 0, len(o)+2), o))
 }
 
 // decodeOwner inverts appendOwner.
-func decodeOwner(e string) lockx.Owner {
+func decodeOwner(e string) driver.Owner {
 	const digits = "0123456789abcdef"
 	switch {
 	case len(e) == 16:
@@ -65,11 +67,11 @@ func decodeOwner(e string) lockx.Owner {
 		for i := range 16 {
 			b[2*i], b[2*i+1] = digits[e[i]>>4], digits[e[i]&15]
 		}
-		return lockx.Owner(b[:])
+		return driver.Owner(b[:])
 	case len(e) == 17 && e[15] == 2 && e[16] == 2:
-		return lockx.Owner(e[:15])
+		return driver.Owner(e[:15])
 	case len(e) > 0:
-		return lockx.Owner(e[:len(e)-1])
+		return driver.Owner(e[:len(e)-1])
 	}
 	return ""
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/redislock"
 )
 
@@ -42,13 +43,13 @@ func TestRWRandomInterleavings(t *testing.T) {
 	}
 	ctx := ctxT(t, time.Minute)
 	owners := []lockx.Owner{"a", "b", "c", "d"}
-	modes := []lockx.RWMode{lockx.ModeRead, lockx.ModeWrite}
+	modes := []driver.RWMode{driver.ModeRead, driver.ModeWrite}
 	for seed := uint64(0); seed < 4; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 11))
 		key := "prop:" + randHex(4)
 		type hk struct {
 			o lockx.Owner
-			m lockx.RWMode
+			m driver.RWMode
 		}
 		holds := map[hk]lease{}
 		for step := 0; step < 120; step++ {
@@ -58,8 +59,8 @@ func TestRWRandomInterleavings(t *testing.T) {
 			sent := time.Now()
 			switch rng.IntN(5) {
 			case 0, 1:
-				res, err := b.AcquireRW(ctx, m, lockx.Request{Key: key, Owner: o, Lease: d, Fair: rng.IntN(2) == 0, Wait: rng.IntN(2) == 0, QueueTTL: 300 * time.Millisecond})
-				if errors.Is(err, lockx.ErrUpgrade) {
+				res, err := b.AcquireRW(ctx, m, driver.Request{Key: key, Owner: o, Lease: d, Fair: rng.IntN(2) == 0, Wait: rng.IntN(2) == 0, QueueTTL: 300 * time.Millisecond})
+				if errors.Is(err, driver.ErrUpgrade) {
 					continue
 				}
 				if err != nil {
@@ -72,7 +73,7 @@ func TestRWRandomInterleavings(t *testing.T) {
 					if h.o == o || !l.live(time.Now()) {
 						continue
 					}
-					if m == lockx.ModeWrite || h.m == lockx.ModeWrite {
+					if m == driver.ModeWrite || h.m == driver.ModeWrite {
 						t.Fatalf("seed %d step %d: %v granted to %s beside live %v of %s", seed, step, m, o, h.m, h.o)
 					}
 				}
@@ -130,8 +131,8 @@ func TestSemaphoreRandomInterleavings(t *testing.T) {
 			switch rng.IntN(5) {
 			case 0, 1:
 				n := int64(1 + rng.IntN(limit))
-				res, err := b.AcquirePermits(ctx, lockx.PermitRequest{
-					Request: lockx.Request{Key: key, Owner: o, Lease: d, Fair: rng.IntN(2) == 0, Wait: rng.IntN(2) == 0, QueueTTL: 300 * time.Millisecond},
+				res, err := b.AcquirePermits(ctx, driver.PermitRequest{
+					Request: driver.Request{Key: key, Owner: o, Lease: d, Fair: rng.IntN(2) == 0, Wait: rng.IntN(2) == 0, QueueTTL: 300 * time.Millisecond},
 					Limit:   limit, Count: n,
 				})
 				if err != nil {

@@ -12,14 +12,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/lockx-go/lockx/lockx"
 )
 
 // Quorum is a Redlock backend: one lock over N independent Redis nodes,
 // granted only when a majority (N/2+1) of them granted it within the lease.
-// It implements lockx.Backend, lockx.Notifier and lockx.BatchExtender.
+// It implements driver.Backend, driver.Notifier and driver.BatchExtender.
 //
 // Each node is served by an ordinary single-node Backend (the same scripts,
 // tokens, tombstones, fair queues and wake-up channels); Quorum adds the
@@ -45,7 +44,7 @@ import (
 // Fencing tokens are monotonic as long as a majority of the nodes keep their
 // state and the nodes' clocks agree; see docs/backends.md ("Redlock") for
 // exactly when a token can go backwards and why the resource-side check
-// (FencedSet, lockx.FenceStore) must still be used.
+// (FencedSet, driver.FenceStore) must still be used.
 //
 // An even N is allowed but buys nothing: 4 nodes need 3 grants and survive
 // one failure, like 3 nodes. Two clients that point at the same server
@@ -76,7 +75,7 @@ type Quorum struct {
 
 type lateKey struct {
 	key   string
-	owner lockx.Owner
+	owner driver.Owner
 }
 
 type lateState struct {
@@ -89,7 +88,7 @@ type lateState struct {
 // beginAttempt supersedes the late answers of earlier attempts of owner on
 // key and returns the nodes where their releases are under way (nil if
 // none), which the attempt must skip.
-func (q *Quorum) beginAttempt(key string, owner lockx.Owner) []bool {
+func (q *Quorum) beginAttempt(key string, owner driver.Owner) []bool {
 	q.lmu.Lock()
 	defer q.lmu.Unlock()
 	e := q.late[lateKey{key, owner}]
@@ -112,7 +111,7 @@ func (q *Quorum) beginAttempt(key string, owner lockx.Owner) []bool {
 // expectLate registers n late answers of the attempt that just ended and
 // returns the function each of them calls: it releases node nd if release
 // says so and no newer attempt has started.
-func (q *Quorum) expectLate(key string, owner lockx.Owner, n int) func(i int, release bool) {
+func (q *Quorum) expectLate(key string, owner driver.Owner, n int) func(i int, release bool) {
 	k := lateKey{key, owner}
 	q.lmu.Lock()
 	if q.late == nil {
@@ -174,9 +173,9 @@ type quorumNode struct {
 }
 
 var (
-	_ lockx.Backend       = (*Quorum)(nil)
-	_ lockx.Notifier      = (*Quorum)(nil)
-	_ lockx.BatchExtender = (*Quorum)(nil)
+	_ driver.Backend       = (*Quorum)(nil)
+	_ driver.Notifier      = (*Quorum)(nil)
+	_ driver.BatchExtender = (*Quorum)(nil)
 )
 
 // Defaults of a Quorum.
@@ -210,7 +209,7 @@ func (o quorumOpt) applyQuorum(c *quorumConfig) { o(c) }
 
 func (c *quorumConfig) fail(arg, reason string) {
 	if c.err == nil {
-		c.err = &lockx.ArgError{Arg: arg, Reason: reason}
+		c.err = &driver.ArgError{Arg: arg, Reason: reason}
 	}
 }
 
@@ -246,7 +245,7 @@ func WithQuorumDrift(factor float64, fixed time.Duration) QuorumOption {
 // Redlock's argument). It does not take ownership of the clients. Zero
 // clients, a nil client, the same client twice, two clients with the same
 // address or an invalid option are reported by every call as an
-// *lockx.ArgError; two clients that reach the same server under different
+// *driver.ArgError; two clients that reach the same server under different
 // addresses are found by the first call (INFO server run_id) and refused
 // from then on.
 func NewQuorum(clients []redis.UniversalClient, opts ...QuorumOption) *Quorum {
@@ -268,25 +267,25 @@ func NewQuorum(clients []redis.UniversalClient, opts ...QuorumOption) *Quorum {
 		q.err = nc.err
 	}
 	if q.err == nil && len(clients) == 0 {
-		q.err = &lockx.ArgError{Arg: "redis clients", Reason: "none given"}
+		q.err = &driver.ArgError{Arg: "redis clients", Reason: "none given"}
 	}
 	addrs := make(map[string]int)
 	for i, c := range clients {
 		if c == nil {
 			if q.err == nil {
-				q.err = &lockx.ArgError{Arg: "redis clients", Reason: fmt.Sprintf("client %d is nil", i)}
+				q.err = &driver.ArgError{Arg: "redis clients", Reason: fmt.Sprintf("client %d is nil", i)}
 			}
 			continue
 		}
 		for j, d := range clients[:i] {
 			if d == c && q.err == nil {
-				q.err = &lockx.ArgError{Arg: "redis clients", Reason: fmt.Sprintf("clients %d and %d are the same client", j, i)}
+				q.err = &driver.ArgError{Arg: "redis clients", Reason: fmt.Sprintf("clients %d and %d are the same client", j, i)}
 			}
 		}
 		if rc, ok := c.(*redis.Client); ok {
 			a := normAddr(rc.Options().Addr)
 			if j, dup := addrs[a]; dup && q.err == nil {
-				q.err = &lockx.ArgError{Arg: "redis clients", Reason: fmt.Sprintf("clients %d and %d both point at %s", j, i, a)}
+				q.err = &driver.ArgError{Arg: "redis clients", Reason: fmt.Sprintf("clients %d and %d both point at %s", j, i, a)}
 			}
 			addrs[a] = i
 		}
@@ -322,7 +321,7 @@ func (q *Quorum) drift(lease time.Duration) time.Duration {
 
 // nodeAnswer is one node's reply to one call.
 type nodeAnswer struct {
-	res lockx.Result
+	res driver.Result
 	d   time.Duration
 	err error
 	ok  bool // answered (else still pending when the call ended)
@@ -414,10 +413,10 @@ func (q *Quorum) check(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Acquire implements lockx.Backend: one attempt on every node at once.
-func (q *Quorum) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+// Acquire implements driver.Backend: one attempt on every node at once.
+func (q *Quorum) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
 	if err := q.check(ctx); err != nil {
-		return lockx.Result{}, err
+		return driver.Result{}, err
 	}
 	start := time.Now()
 	drift := q.drift(req.Lease)
@@ -463,7 +462,7 @@ func (q *Quorum) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, 
 			lateDone(i, a.res.Acquired || (a.err != nil && !notSent(a.err)))
 		})
 	var granted, refused, unknown, pending int
-	var tok lockx.Token
+	var tok driver.Token
 	var ttls []time.Duration
 	for _, a := range ans {
 		if !a.ok {
@@ -490,7 +489,7 @@ func (q *Quorum) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, 
 	}
 	if dupErr == nil && granted >= maj && validity > 0 && ctx.Err() == nil {
 		decided.Done()
-		return lockx.Result{Acquired: true, Token: tok, TTL: validity}, nil
+		return driver.Result{Acquired: true, Token: tok, TTL: validity}, nil
 	}
 	decided.Done()
 	// Take back what may have been granted: only where a node granted or
@@ -510,20 +509,20 @@ func (q *Quorum) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, 
 	}
 	switch {
 	case dupErr != nil:
-		return lockx.Result{}, dupErr
+		return driver.Result{}, dupErr
 	case ctx.Err() != nil:
-		return lockx.Result{}, ctx.Err()
+		return driver.Result{}, ctx.Err()
 	case granted >= maj:
-		return lockx.Result{}, lockx.Unavailable("quorum acquire", fmt.Errorf(
+		return driver.Result{}, driver.Unavailable("quorum acquire", fmt.Errorf(
 			"%d of %d nodes granted, but only after %v, beyond the lease %v less drift %v", granted, n, time.Since(start).Round(time.Microsecond), req.Lease, drift))
 	case refused > n-maj:
 		// Held elsewhere. The key frees for us once enough refusing nodes
 		// let go: the k-th shortest remaining lease among them.
 		slices.Sort(ttls)
 		k := refused - (n - maj)
-		return lockx.Result{TTL: ttls[k-1]}, nil
+		return driver.Result{TTL: ttls[k-1]}, nil
 	}
-	return lockx.Result{}, lockx.Unavailable("quorum acquire", fmt.Errorf(
+	return driver.Result{}, driver.Unavailable("quorum acquire", fmt.Errorf(
 		"%d of %d nodes granted, %d refused, %d failed or timed out (%v); %d needed", granted, n, refused, unknown, firstErr(ans), maj))
 }
 
@@ -538,7 +537,7 @@ func firstErr(ans []nodeAnswer) error {
 
 // releaseNode releases key on one node, bounded by the node timeout (at
 // least 1 s: it cleans up and nobody waits for it on a hot path).
-func (q *Quorum) releaseNode(nd *quorumNode, key string, owner lockx.Owner) {
+func (q *Quorum) releaseNode(nd *quorumNode, key string, owner driver.Owner) {
 	ctx, cancel := context.WithTimeout(context.Background(), max(q.cfg.nodeTimeout, time.Second))
 	defer cancel()
 	_ = nd.b.Release(ctx, key, owner)
@@ -570,7 +569,7 @@ func (q *Quorum) verify() error {
 			continue
 		}
 		if j, dup := seen[*id]; dup {
-			err := &lockx.ArgError{Arg: "redis clients", Reason: fmt.Sprintf("clients %d and %d reach the same server (run_id %s)", j, i, *id)}
+			err := &driver.ArgError{Arg: "redis clients", Reason: fmt.Sprintf("clients %d and %d reach the same server (run_id %s)", j, i, *id)}
 			q.errMu.Lock()
 			if q.err == nil {
 				q.err = err
@@ -595,7 +594,7 @@ func (q *Quorum) verdict(op string, ans []nodeAnswer, need int) error {
 		switch {
 		case a.ok && a.err == nil:
 			ok++
-		case a.ok && errors.Is(a.err, lockx.ErrNotHeld):
+		case a.ok && errors.Is(a.err, driver.ErrNotHeld):
 			notHeld++
 		}
 	}
@@ -603,14 +602,14 @@ func (q *Quorum) verdict(op string, ans []nodeAnswer, need int) error {
 	case ok >= need:
 		return nil
 	case notHeld > len(ans)-need:
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
-	return lockx.Unavailable("quorum "+op, fmt.Errorf("%d of %d nodes succeeded, %d needed (%v)", ok, len(ans), need, firstErr(ans)))
+	return driver.Unavailable("quorum "+op, fmt.Errorf("%d of %d nodes succeeded, %d needed (%v)", ok, len(ans), need, firstErr(ans)))
 }
 
-// Extend implements lockx.Backend: the lease is renewed only if a majority
+// Extend implements driver.Backend: the lease is renewed only if a majority
 // renewed it within the lease.
-func (q *Quorum) Extend(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) error {
+func (q *Quorum) Extend(ctx context.Context, key string, owner driver.Owner, lease time.Duration) error {
 	if err := q.check(ctx); err != nil {
 		return err
 	}
@@ -626,14 +625,14 @@ func (q *Quorum) Extend(ctx context.Context, key string, owner lockx.Owner, leas
 		return err
 	}
 	if time.Since(start) >= lease-q.drift(lease) {
-		return lockx.Unavailable("quorum extend", fmt.Errorf("renewal took %v, beyond the lease %v", time.Since(start), lease))
+		return driver.Unavailable("quorum extend", fmt.Errorf("renewal took %v, beyond the lease %v", time.Since(start), lease))
 	}
 	return nil
 }
 
-// ExtendMany implements lockx.BatchExtender: one pipeline per node, all
+// ExtendMany implements driver.BatchExtender: one pipeline per node, all
 // nodes at once, and a majority per request.
-func (q *Quorum) ExtendMany(ctx context.Context, reqs []lockx.ExtendRequest) []error {
+func (q *Quorum) ExtendMany(ctx context.Context, reqs []driver.ExtendRequest) []error {
 	errs := make([]error, len(reqs))
 	if len(reqs) == 0 {
 		return errs
@@ -671,16 +670,16 @@ func (q *Quorum) ExtendMany(ctx context.Context, reqs []lockx.ExtendRequest) []e
 		}
 		errs[r] = q.verdict("extend", one, q.quorum)
 		if errs[r] == nil && time.Since(start) >= reqs[r].Lease-q.drift(reqs[r].Lease) {
-			errs[r] = lockx.Unavailable("quorum extend", fmt.Errorf("renewal took %v, beyond the lease %v", time.Since(start), reqs[r].Lease))
+			errs[r] = driver.Unavailable("quorum extend", fmt.Errorf("renewal took %v, beyond the lease %v", time.Since(start), reqs[r].Lease))
 		}
 	}
 	return errs
 }
 
-// Release implements lockx.Backend: it releases key on every node (and
+// Release implements driver.Backend: it releases key on every node (and
 // withdraws owner from every node's fair queue). It returns nil if any node
 // released it, ErrNotHeld if a majority said owner held nothing.
-func (q *Quorum) Release(ctx context.Context, key string, owner lockx.Owner) error {
+func (q *Quorum) Release(ctx context.Context, key string, owner driver.Owner) error {
 	if err := q.check(ctx); err != nil {
 		return err
 	}
@@ -693,7 +692,7 @@ func (q *Quorum) Release(ctx context.Context, key string, owner lockx.Owner) err
 		switch {
 		case a.ok && a.err == nil:
 			released++
-		case a.ok && errors.Is(a.err, lockx.ErrNotHeld):
+		case a.ok && errors.Is(a.err, driver.ErrNotHeld):
 			notHeld++
 		}
 	}
@@ -703,14 +702,14 @@ func (q *Quorum) Release(ctx context.Context, key string, owner lockx.Owner) err
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case notHeld >= q.quorum:
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
-	return lockx.Unavailable("quorum release", fmt.Errorf("%d of %d nodes answered not held, %d needed (%v)", notHeld, len(ans), q.quorum, firstErr(ans)))
+	return driver.Unavailable("quorum release", fmt.Errorf("%d of %d nodes answered not held, %d needed (%v)", notHeld, len(ans), q.quorum, firstErr(ans)))
 }
 
-// TTL implements lockx.Backend: the time a majority still holds the lease
+// TTL implements driver.Backend: the time a majority still holds the lease
 // for owner (the Majority-th longest remaining lease).
-func (q *Quorum) TTL(ctx context.Context, key string, owner lockx.Owner) (time.Duration, error) {
+func (q *Quorum) TTL(ctx context.Context, key string, owner driver.Owner) (time.Duration, error) {
 	if err := q.check(ctx); err != nil {
 		return 0, err
 	}
@@ -736,10 +735,10 @@ func (q *Quorum) TTL(ctx context.Context, key string, owner lockx.Owner) (time.D
 	return ds[q.quorum-1], nil
 }
 
-// Watch implements lockx.Notifier: it watches key on every node and wakes on
+// Watch implements driver.Notifier: it watches key on every node and wakes on
 // the first notification of any; one wake-up channel of capacity one
 // absorbs the others. It fails only if no node's watch could be set up.
-func (q *Quorum) Watch(ctx context.Context, key string, owner lockx.Owner) (<-chan struct{}, func(), error) {
+func (q *Quorum) Watch(ctx context.Context, key string, owner driver.Owner) (<-chan struct{}, func(), error) {
 	if err := q.check(ctx); err != nil {
 		return nil, nil, err
 	}
@@ -803,7 +802,7 @@ func (q *Quorum) Watch(ctx context.Context, key string, owner lockx.Owner) (<-ch
 	return out, cancel, nil
 }
 
-// Close implements lockx.Backend: it closes every node's Backend (their
+// Close implements driver.Backend: it closes every node's Backend (their
 // wake-up subscriptions), not the clients.
 func (q *Quorum) Close() error {
 	for _, nd := range q.nodes {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/lockxtest"
 	"github.com/lockx-go/lockx/lockx/redislock"
 )
@@ -105,7 +106,7 @@ func TestQuorumConformance(t *testing.T) {
 	srv := startNodes(t, 5)
 	cs := nodeClients(t, addrsOf(srv)...)
 	prefix := testPrefix()
-	lockxtest.Run(t, func(t *testing.T) lockx.Backend {
+	lockxtest.Run(t, func(t *testing.T) driver.Backend {
 		return redislock.NewQuorum(cs, redislock.WithPrefix(prefix), redislock.WithNodeTimeout(quorumNodeTimeout))
 	})
 }

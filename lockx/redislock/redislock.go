@@ -9,15 +9,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/lockx-go/lockx/lockx"
 )
 
 // Backend is lockx's Redis backend over a redis.UniversalClient: a single
 // node, a Sentinel failover client or a Cluster. It implements
-// lockx.Backend, lockx.Notifier, lockx.BatchExtender,
-// lockx.ExtendPartitioner, lockx.ManyAcquirer and lockx.ManyReleaser.
+// driver.Backend, driver.Notifier, driver.BatchExtender,
+// driver.ExtendPartitioner, driver.ManyAcquirer and driver.ManyReleaser.
 // Create it with New; it is safe for concurrent use.
 type Backend struct {
 	rdb redis.UniversalClient
@@ -42,15 +41,15 @@ type Backend struct {
 }
 
 var (
-	_ lockx.Backend           = (*Backend)(nil)
-	_ lockx.Notifier          = (*Backend)(nil)
-	_ lockx.BatchExtender     = (*Backend)(nil)
-	_ lockx.ExtendPartitioner = (*Backend)(nil)
+	_ driver.Backend           = (*Backend)(nil)
+	_ driver.Notifier          = (*Backend)(nil)
+	_ driver.BatchExtender     = (*Backend)(nil)
+	_ driver.ExtendPartitioner = (*Backend)(nil)
 )
 
 // New returns a Backend that keeps its locks in rdb. It does not take
 // ownership of rdb: Close leaves it open. An invalid option or a nil rdb is
-// reported by every call as an *lockx.ArgError.
+// reported by every call as an *driver.ArgError.
 func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 	b := &Backend{rdb: rdb, cfg: defaultConfig()}
 	for _, o := range opts {
@@ -60,7 +59,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 	}
 	b.err = b.cfg.err
 	if rdb == nil && b.err == nil {
-		b.err = &lockx.ArgError{Arg: "redis client", Reason: "nil"}
+		b.err = &driver.ArgError{Arg: "redis client", Reason: "nil"}
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:])
@@ -126,14 +125,14 @@ func (b *Backend) lockKey(key string) string {
 // 4 other waiters of this backend wait for the key too.
 var flagArgs = [8]any{"0", "1", "2", "3", "4", "5", "6", "7"}
 
-// Acquire implements lockx.Backend with one script call (plus WAIT in the
+// Acquire implements driver.Backend with one script call (plus WAIT in the
 // same pipeline when WithReplicaAck is set).
-func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
 	if b.err != nil {
-		return lockx.Result{}, b.err
+		return driver.Result{}, b.err
 	}
 	if err := ctx.Err(); err != nil {
-		return lockx.Result{}, err
+		return driver.Result{}, err
 	}
 	flags := 0
 	if req.Fair {
@@ -175,24 +174,24 @@ func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result,
 		v, err = b.eval(ctx, acquireScript, c, n)
 	}
 	if err != nil {
-		return lockx.Result{}, b.fail(ctx, "acquire", err)
+		return driver.Result{}, b.fail(ctx, "acquire", err)
 	}
 	if v > 0 {
 		if fairWait {
 			b.n.forget(c.lk, c.owner)
 		}
-		return lockx.Result{Acquired: true, Token: lockx.Token(v), TTL: req.Lease}, nil
+		return driver.Result{Acquired: true, Token: driver.Token(v), TTL: req.Lease}, nil
 	}
 	if fairWait {
 		b.n.refused(c.lk, c.owner, sent, req.Lease, qttl)
 	}
-	return lockx.Result{TTL: time.Duration(-1-v) * time.Millisecond}, nil
+	return driver.Result{TTL: time.Duration(-1-v) * time.Millisecond}, nil
 }
 
 // acquireAcked runs the acquire script and WAIT in one pipeline on the
 // connection to the key's primary, and releases a grant that too few
 // replicas acknowledged.
-func (b *Backend) acquireAcked(ctx context.Context, req lockx.Request, c *call, n int) (int64, error) {
+func (b *Backend) acquireAcked(ctx context.Context, req driver.Request, c *call, n int) (int64, error) {
 	var pipe redis.Pipeliner
 	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
 		node, err := cc.MasterForKey(ctx, c.lk)
@@ -236,8 +235,8 @@ func (b *Backend) acquireAcked(ctx context.Context, req lockx.Request, c *call, 
 	return 0, fmt.Errorf("redislock: grant acknowledged by %d of %d replicas within %v", got, b.cfg.replicas, b.cfg.ackTimeout)
 }
 
-// Extend implements lockx.Backend.
-func (b *Backend) Extend(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) error {
+// Extend implements driver.Backend.
+func (b *Backend) Extend(ctx context.Context, key string, owner driver.Owner, lease time.Duration) error {
 	if b.err != nil {
 		return b.err
 	}
@@ -252,14 +251,14 @@ func (b *Backend) Extend(ctx context.Context, key string, owner lockx.Owner, lea
 		return b.fail(ctx, "extend", err)
 	}
 	if v != 1 {
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	return nil
 }
 
-// Release implements lockx.Backend. It also wakes the next waiter: the head
+// Release implements driver.Backend. It also wakes the next waiter: the head
 // of the fair queue, or every backend that marked the key as awaited.
-func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) error {
+func (b *Backend) Release(ctx context.Context, key string, owner driver.Owner) error {
 	if b.err != nil {
 		return b.err
 	}
@@ -275,13 +274,13 @@ func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) er
 		return b.fail(ctx, "release", err)
 	}
 	if v != 1 {
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	return nil
 }
 
-// TTL implements lockx.Backend.
-func (b *Backend) TTL(ctx context.Context, key string, owner lockx.Owner) (time.Duration, error) {
+// TTL implements driver.Backend.
+func (b *Backend) TTL(ctx context.Context, key string, owner driver.Owner) (time.Duration, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
@@ -295,14 +294,14 @@ func (b *Backend) TTL(ctx context.Context, key string, owner lockx.Owner) (time.
 		return 0, b.fail(ctx, "ttl", err)
 	}
 	if v < 0 {
-		return 0, lockx.ErrNotHeld
+		return 0, driver.ErrNotHeld
 	}
 	return time.Duration(v) * time.Millisecond, nil
 }
 
-// ExtendMany implements lockx.BatchExtender: one pipeline for all requests
+// ExtendMany implements driver.BatchExtender: one pipeline for all requests
 // (go-redis splits it per node on a Cluster).
-func (b *Backend) ExtendMany(ctx context.Context, reqs []lockx.ExtendRequest) []error {
+func (b *Backend) ExtendMany(ctx context.Context, reqs []driver.ExtendRequest) []error {
 	errs := make([]error, len(reqs))
 	if len(reqs) == 0 {
 		return errs
@@ -325,20 +324,20 @@ func (b *Backend) ExtendMany(ctx context.Context, reqs []lockx.ExtendRequest) []
 		case err != nil:
 			errs[i] = b.fail(ctx, "extend", err)
 		case v != 1:
-			errs[i] = lockx.ErrNotHeld
+			errs[i] = driver.ErrNotHeld
 		}
 	}
 	return errs
 }
 
-// PartitionExtends implements lockx.ExtendPartitioner: on a Cluster, one
+// PartitionExtends implements driver.ExtendPartitioner: on a Cluster, one
 // group per master node (the node that owns the lock key's slot, from the
 // client's cached slot table), so the watchdog renews each node's locks in
 // a call of its own and a stalled node delays only its own locks. Requests
 // whose node cannot be found form one more group. On a single node or a
 // Sentinel failover client everything is one group: one pipeline, as
 // before.
-func (b *Backend) PartitionExtends(ctx context.Context, reqs []lockx.ExtendRequest) [][]int {
+func (b *Backend) PartitionExtends(ctx context.Context, reqs []driver.ExtendRequest) [][]int {
 	cc, ok := b.rdb.(*redis.ClusterClient)
 	if !ok || b.err != nil {
 		return oneGroup(len(reqs))
@@ -352,7 +351,7 @@ func (b *Backend) PartitionExtends(ctx context.Context, reqs []lockx.ExtendReque
 	})
 }
 
-// Close implements lockx.Backend: it closes the wake-up subscription and
+// Close implements driver.Backend: it closes the wake-up subscription and
 // ends the goroutine that serves it. It does not close the redis client.
 func (b *Backend) Close() error {
 	b.n.close()
@@ -361,7 +360,7 @@ func (b *Backend) Close() error {
 
 // fail classifies a failed call: the context's own error if it ended (so
 // errors.Is(err, context.Canceled) holds), else an error matching
-// lockx.ErrUnavailable that keeps the cause.
+// driver.ErrUnavailable that keeps the cause.
 func (b *Backend) fail(ctx context.Context, op string, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		if errors.Is(err, cerr) {
@@ -369,7 +368,7 @@ func (b *Backend) fail(ctx context.Context, op string, err error) error {
 		}
 		return cerr
 	}
-	return lockx.Unavailable(op, err)
+	return driver.Unavailable(op, err)
 }
 
 // millis converts a lease to whole milliseconds, rounding up so that a

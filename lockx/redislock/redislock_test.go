@@ -14,6 +14,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/redislock"
 )
 
@@ -217,7 +218,7 @@ func TestDataModel(t *testing.T) {
 func TestFairQueue(t *testing.T) {
 	b := backend(t, single(t))
 	ctx := context.Background()
-	fair := func(o lockx.Owner, wait bool) lockx.Request {
+	fair := func(o lockx.Owner, wait bool) driver.Request {
 		r := req("q", o, 5*time.Second)
 		r.Fair, r.Wait, r.QueueTTL = true, wait, 5*time.Second
 		return r
@@ -257,7 +258,7 @@ func TestFairQueue(t *testing.T) {
 func TestFairWithdraw(t *testing.T) {
 	b := backend(t, single(t))
 	ctx := context.Background()
-	fair := func(o lockx.Owner) lockx.Request {
+	fair := func(o lockx.Owner) driver.Request {
 		r := req("q", o, 5*time.Second)
 		r.Fair, r.Wait = true, true
 		return r
@@ -280,7 +281,7 @@ func TestFairCrashedWaiterDropped(t *testing.T) {
 	b := backend(t, single(t))
 	ctx := context.Background()
 	const qttl = 300 * time.Millisecond
-	fair := func(o lockx.Owner) lockx.Request {
+	fair := func(o lockx.Owner) driver.Request {
 		r := req("q", o, 5*time.Second)
 		r.Fair, r.Wait, r.QueueTTL = true, true, qttl
 		return r
@@ -317,7 +318,7 @@ func TestExtendMany(t *testing.T) {
 	a := lockx.NewOwner()
 	mustGrant(t, b, req("x", a, time.Second))
 	mustGrant(t, b, req("y", a, time.Second))
-	errs := b.ExtendMany(ctx, []lockx.ExtendRequest{
+	errs := b.ExtendMany(ctx, []driver.ExtendRequest{
 		{Key: "x", Owner: a, Lease: time.Minute},
 		{Key: "y", Owner: lockx.NewOwner(), Lease: time.Minute},
 		{Key: "z", Owner: a, Lease: time.Minute},
@@ -362,7 +363,7 @@ func TestBracesInKeysOnCluster(t *testing.T) {
 		}
 		cancel()
 		mustGrant(t, b, r)
-		if errs := b.ExtendMany(ctx, []lockx.ExtendRequest{{Key: k, Owner: waiter, Lease: time.Second}}); errs[0] != nil {
+		if errs := b.ExtendMany(ctx, []driver.ExtendRequest{{Key: k, Owner: waiter, Lease: time.Second}}); errs[0] != nil {
 			t.Fatalf("key %q: ExtendMany: %v", k, errs[0])
 		}
 		if err := b.Release(ctx, k, waiter); err != nil {
@@ -394,7 +395,7 @@ func TestNoScriptRecovery(t *testing.T) {
 		}
 		mustGrant(t, b, req("k", a, time.Second))
 		rdb.ScriptFlush(ctx)
-		if errs := b.ExtendMany(ctx, []lockx.ExtendRequest{{Key: "k", Owner: a, Lease: time.Second}}); errs[0] != nil {
+		if errs := b.ExtendMany(ctx, []driver.ExtendRequest{{Key: "k", Owner: a, Lease: time.Second}}); errs[0] != nil {
 			t.Fatalf("round %d: ExtendMany after SCRIPT FLUSH: %v", round, errs[0])
 		}
 		rdb.ScriptFlush(ctx)
@@ -427,7 +428,7 @@ func TestUnavailable(t *testing.T) {
 	checkUnavailable(t, "Release", b.Release(ctx, "k", a))
 	_, err = b.TTL(ctx, "k", a)
 	checkUnavailable(t, "TTL", err)
-	checkUnavailable(t, "ExtendMany", b.ExtendMany(ctx, []lockx.ExtendRequest{{Key: "k", Owner: a, Lease: time.Second}})[0])
+	checkUnavailable(t, "ExtendMany", b.ExtendMany(ctx, []driver.ExtendRequest{{Key: "k", Owner: a, Lease: time.Second}})[0])
 
 	// Through the client: fail closed, quickly.
 	locks := lockx.New(b)

@@ -5,15 +5,14 @@ import (
 	"errors"
 	"time"
 
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/lockx-go/lockx/lockx"
 )
 
 // saveResultScript stores an outcome unless one is stored (save_result.lua).
 var saveResultScript = loadScript("save_result.lua")
 
-var _ lockx.ResultStore = (*Backend)(nil)
+var _ driver.ResultStore = (*Backend)(nil)
 
 // resultKey names the string that holds key's outcome: prefix + "r:{key}".
 // It carries the same hash tag as key's lock, so both live on one Cluster
@@ -26,54 +25,54 @@ func (b *Backend) resultKey(key string) string {
 	return b.cfg.prefix + "r:{" + key + "}"
 }
 
-// LoadResult implements lockx.ResultStore with one GET. Expired outcomes are
+// LoadResult implements driver.ResultStore with one GET. Expired outcomes are
 // gone: Redis expires the key at the end of the retention.
-func (b *Backend) LoadResult(ctx context.Context, key string) (lockx.Outcome, error) {
+func (b *Backend) LoadResult(ctx context.Context, key string) (driver.Outcome, error) {
 	if err := b.resultArgs(ctx, key, 1); err != nil {
-		return lockx.Outcome{}, err
+		return driver.Outcome{}, err
 	}
 	raw, err := b.rdb.Get(ctx, b.resultKey(key)).Bytes()
 	if errors.Is(err, redis.Nil) {
-		return lockx.Outcome{}, lockx.ErrNoResult
+		return driver.Outcome{}, driver.ErrNoResult
 	}
 	if err != nil {
-		return lockx.Outcome{}, b.fail(ctx, "load result", err)
+		return driver.Outcome{}, b.fail(ctx, "load result", err)
 	}
-	var o lockx.Outcome
+	var o driver.Outcome
 	if err := o.UnmarshalBinary(raw); err != nil {
-		return lockx.Outcome{}, lockx.Unavailable("load result", err)
+		return driver.Outcome{}, driver.Unavailable("load result", err)
 	}
 	return o, nil
 }
 
-// SaveResult implements lockx.ResultStore with one script call: GET, and
+// SaveResult implements driver.ResultStore with one script call: GET, and
 // SET PX if nothing was there.
-func (b *Backend) SaveResult(ctx context.Context, key string, o lockx.Outcome, retention time.Duration) (lockx.Outcome, bool, error) {
+func (b *Backend) SaveResult(ctx context.Context, key string, o driver.Outcome, retention time.Duration) (driver.Outcome, bool, error) {
 	if err := b.resultArgs(ctx, key, retention); err != nil {
-		return lockx.Outcome{}, false, err
+		return driver.Outcome{}, false, err
 	}
 	if o.Created.IsZero() {
 		o.Created = time.Now()
 	}
 	raw, err := o.MarshalBinary()
 	if err != nil {
-		return lockx.Outcome{}, false, err
+		return driver.Outcome{}, false, err
 	}
 	cur, err := saveResultScript.Run(ctx, b.rdb, []string{b.resultKey(key)}, raw, millis(retention)).Text()
 	if errors.Is(err, redis.Nil) {
 		return o, true, nil
 	}
 	if err != nil {
-		return lockx.Outcome{}, false, b.fail(ctx, "save result", err)
+		return driver.Outcome{}, false, b.fail(ctx, "save result", err)
 	}
-	var won lockx.Outcome
+	var won driver.Outcome
 	if err := won.UnmarshalBinary([]byte(cur)); err != nil {
-		return lockx.Outcome{}, false, lockx.Unavailable("save result", err)
+		return driver.Outcome{}, false, driver.Unavailable("save result", err)
 	}
 	return won, false, nil
 }
 
-// DeleteResult implements lockx.ResultStore with one DEL.
+// DeleteResult implements driver.ResultStore with one DEL.
 func (b *Backend) DeleteResult(ctx context.Context, key string) error {
 	if err := b.resultArgs(ctx, key, 1); err != nil {
 		return err
@@ -88,7 +87,7 @@ func (b *Backend) resultArgs(ctx context.Context, key string, retention time.Dur
 	if b.err != nil {
 		return b.err
 	}
-	if err := lockx.CheckResultArgs(key, retention); err != nil {
+	if err := driver.CheckResultArgs(key, retention); err != nil {
 		return err
 	}
 	return ctx.Err()

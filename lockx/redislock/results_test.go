@@ -6,7 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockx-go/lockx/internal/testenv"
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/redislock"
 	"github.com/lockx-go/lockx/patterns/idempotency/idemtest"
 )
@@ -14,7 +14,7 @@ import (
 func TestResultStoreSingle(t *testing.T) {
 	rdb := single(t)
 	b := backend(t, rdb)
-	idemtest.RunStore(t, func(*testing.T) lockx.ResultStore { return b })
+	idemtest.RunStore(t, func(*testing.T) driver.ResultStore { return b })
 }
 
 func TestResultStoreCluster(t *testing.T) {
@@ -22,9 +22,9 @@ func TestResultStoreCluster(t *testing.T) {
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs})
 	t.Cleanup(func() { _ = rdb.Close() })
 	b := backend(t, rdb)
-	idemtest.RunStore(t, func(*testing.T) lockx.ResultStore { return b })
+	idemtest.RunStore(t, func(*testing.T) driver.ResultStore { return b })
 	// Keys that start with '}' take the fixed hash tag.
-	if _, _, err := b.SaveResult(t.Context(), "}odd{key", lockx.Outcome{Value: []byte("x")}, 60e9); err != nil {
+	if _, _, err := b.SaveResult(t.Context(), "}odd{key", driver.Outcome{Value: []byte("x")}, 60e9); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -34,7 +34,7 @@ func TestResultStoreShareable(t *testing.T) {
 	rdb := single(t)
 	p := redislock.WithPrefix("lockxtest:" + t.Name() + ":")
 	a, b := backend(t, rdb, p), backend(t, rdb, p)
-	if _, saved, err := a.SaveResult(t.Context(), "k", lockx.Outcome{Value: []byte("a")}, 60e9); err != nil || !saved {
+	if _, saved, err := a.SaveResult(t.Context(), "k", driver.Outcome{Value: []byte("a")}, 60e9); err != nil || !saved {
 		t.Fatal(saved, err)
 	}
 	got, err := b.LoadResult(t.Context(), "k")

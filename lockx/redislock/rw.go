@@ -3,12 +3,11 @@ package redislock
 import (
 	"context"
 	"fmt"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"time"
-
-	"github.com/lockx-go/lockx/lockx"
 )
 
-// Read/write locks (lockx.RWBackend). A read/write lock on key lives in four
+// Read/write locks (driver.RWBackend). A read/write lock on key lives in four
 // keys sharing key's hash tag, so every script runs on one Cluster node:
 // prefix + "rw:{key}" (writer, token, marks), + ":r" (one lease per reader),
 // + ":q" and + ":d" (the queue). See scripts/rw_lib.lua. Waiters are woken
@@ -20,7 +19,7 @@ var (
 	rwReleaseScript = loadScript("token.lua", "queue.lua", "pattern_queue.lua", "rw_lib.lua", "rw_release.lua")
 )
 
-var _ lockx.RWBackend = (*Backend)(nil)
+var _ driver.RWBackend = (*Backend)(nil)
 
 // patternKeys returns the four keys of a pattern (ns "rw:" or "s:") on key,
 // tagged like the lock's keys (see keys).
@@ -32,27 +31,27 @@ func (b *Backend) patternKeys(ns, key string) []string {
 	return []string{base, base + ":r", base + ":q", base + ":d"}
 }
 
-func modeArg(mode lockx.RWMode) (string, error) {
+func modeArg(mode driver.RWMode) (string, error) {
 	switch mode {
-	case lockx.ModeRead:
+	case driver.ModeRead:
 		return "r", nil
-	case lockx.ModeWrite:
+	case driver.ModeWrite:
 		return "w", nil
 	}
-	return "", &lockx.ArgError{Arg: "mode", Reason: "neither read nor write"}
+	return "", &driver.ArgError{Arg: "mode", Reason: "neither read nor write"}
 }
 
-// AcquireRW implements lockx.RWBackend with one script call.
-func (b *Backend) AcquireRW(ctx context.Context, mode lockx.RWMode, req lockx.Request) (lockx.Result, error) {
+// AcquireRW implements driver.RWBackend with one script call.
+func (b *Backend) AcquireRW(ctx context.Context, mode driver.RWMode, req driver.Request) (driver.Result, error) {
 	if b.err != nil {
-		return lockx.Result{}, b.err
+		return driver.Result{}, b.err
 	}
 	m, err := modeArg(mode)
 	if err != nil {
-		return lockx.Result{}, err
+		return driver.Result{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return lockx.Result{}, err
+		return driver.Result{}, err
 	}
 	flags := 0
 	if req.Fair {
@@ -68,26 +67,26 @@ func (b *Backend) AcquireRW(ctx context.Context, mode lockx.RWMode, req lockx.Re
 	v, err := rwAcquireScript.Run(ctx, b.rdb, b.patternKeys("rw:", req.Key),
 		string(req.Owner), millis(req.Lease), m, flagArgs[flags], millis(qttl), b.idArg).Int64Slice()
 	if err != nil {
-		return lockx.Result{}, b.fail(ctx, "acquire "+mode.String(), err)
+		return driver.Result{}, b.fail(ctx, "acquire "+mode.String(), err)
 	}
 	return verdict(v, req.Lease)
 }
 
 // verdict decodes a pattern acquire script's reply.
-func verdict(v []int64, lease time.Duration) (lockx.Result, error) {
+func verdict(v []int64, lease time.Duration) (driver.Result, error) {
 	switch {
 	case len(v) == 2 && v[0] == 1:
-		return lockx.Result{Acquired: true, Token: lockx.Token(v[1]), TTL: lease}, nil
+		return driver.Result{Acquired: true, Token: driver.Token(v[1]), TTL: lease}, nil
 	case len(v) == 2 && v[0] == 0:
-		return lockx.Result{TTL: time.Duration(max(v[1], 0)) * time.Millisecond}, nil
+		return driver.Result{TTL: time.Duration(max(v[1], 0)) * time.Millisecond}, nil
 	case len(v) == 1 && v[0] == 2:
-		return lockx.Result{}, lockx.ErrUpgrade
+		return driver.Result{}, driver.ErrUpgrade
 	}
-	return lockx.Result{}, lockx.Unavailable("acquire", fmt.Errorf("unexpected script reply %v", v))
+	return driver.Result{}, driver.Unavailable("acquire", fmt.Errorf("unexpected script reply %v", v))
 }
 
-// ExtendRW implements lockx.RWBackend.
-func (b *Backend) ExtendRW(ctx context.Context, mode lockx.RWMode, key string, owner lockx.Owner, lease time.Duration) error {
+// ExtendRW implements driver.RWBackend.
+func (b *Backend) ExtendRW(ctx context.Context, mode driver.RWMode, key string, owner driver.Owner, lease time.Duration) error {
 	if b.err != nil {
 		return b.err
 	}
@@ -103,14 +102,14 @@ func (b *Backend) ExtendRW(ctx context.Context, mode lockx.RWMode, key string, o
 		return b.fail(ctx, "extend "+mode.String(), err)
 	}
 	if v != 1 {
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	return nil
 }
 
-// ReleaseRW implements lockx.RWBackend. It wakes the waiters that can now
+// ReleaseRW implements driver.RWBackend. It wakes the waiters that can now
 // be granted: every reader queued before the next writer, or that writer.
-func (b *Backend) ReleaseRW(ctx context.Context, mode lockx.RWMode, key string, owner lockx.Owner) error {
+func (b *Backend) ReleaseRW(ctx context.Context, mode driver.RWMode, key string, owner driver.Owner) error {
 	if b.err != nil {
 		return b.err
 	}
@@ -126,7 +125,7 @@ func (b *Backend) ReleaseRW(ctx context.Context, mode lockx.RWMode, key string, 
 		return b.fail(ctx, "release "+mode.String(), err)
 	}
 	if v != 1 {
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	return nil
 }

@@ -6,7 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockx-go/lockx/internal/testenv"
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/lockxtest"
 	"github.com/lockx-go/lockx/lockx/redislock"
 )
@@ -16,7 +16,7 @@ import (
 func rwConformance(t *testing.T, rdb redis.UniversalClient) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	prefix := testPrefix()
-	lockxtest.RunRW(t, func(t *testing.T) lockx.Backend {
+	lockxtest.RunRW(t, func(t *testing.T) driver.Backend {
 		return redislock.New(rdb, redislock.WithPrefix(prefix))
 	})
 }

@@ -11,9 +11,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/lockx-go/lockx/lockx"
 )
 
 // The scripts run with EVALSHA and fall back to EVAL on NOSCRIPT (after a
@@ -245,7 +244,7 @@ type call struct {
 // newCall returns a call with the lock key name of key (see keys), the
 // encoded owner and the first key argument set. The scripts that need the
 // queue keys derive them from the lock key (queueKeys).
-func (b *Backend) newCall(key string, owner lockx.Owner) *call {
+func (b *Backend) newCall(key string, owner driver.Owner) *call {
 	c := &call{}
 	p := b.cfg.prefix
 	size := len(p) + len(key) + len("#{#}") + len(owner) + 2

@@ -3,12 +3,11 @@ package redislock
 import (
 	"context"
 	"fmt"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"time"
-
-	"github.com/lockx-go/lockx/lockx"
 )
 
-// Semaphores (lockx.SemaphoreBackend). A semaphore on key lives in four keys
+// Semaphores (driver.SemaphoreBackend). A semaphore on key lives in four keys
 // sharing key's hash tag: prefix + "s:{key}" (usage, tokens, counts, marks),
 // + ":r" (one lease per holder), + ":q" and + ":d" (the queue). See
 // scripts/sem_lib.lua.
@@ -19,18 +18,18 @@ var (
 	semUsageScript   = loadScript("token.lua", "queue.lua", "pattern_queue.lua", "sem_lib.lua", "sem_usage.lua")
 )
 
-var _ lockx.SemaphoreBackend = (*Backend)(nil)
+var _ driver.SemaphoreBackend = (*Backend)(nil)
 
-// AcquirePermits implements lockx.SemaphoreBackend with one script call.
-func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (lockx.Result, error) {
+// AcquirePermits implements driver.SemaphoreBackend with one script call.
+func (b *Backend) AcquirePermits(ctx context.Context, req driver.PermitRequest) (driver.Result, error) {
 	if b.err != nil {
-		return lockx.Result{}, b.err
+		return driver.Result{}, b.err
 	}
-	if err := lockx.CheckPermitRequest(req); err != nil {
-		return lockx.Result{}, err
+	if err := driver.CheckPermitRequest(req); err != nil {
+		return driver.Result{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return lockx.Result{}, err
+		return driver.Result{}, err
 	}
 	flags := 0
 	if req.Fair {
@@ -47,13 +46,13 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 		string(req.Owner), millis(req.Lease), flagArgs[flags], millis(qttl), b.idArg,
 		req.Limit, req.Count, b.chpfArg, b.lockKey(req.Key)).Int64Slice()
 	if err != nil {
-		return lockx.Result{}, b.fail(ctx, "acquire permits", err)
+		return driver.Result{}, b.fail(ctx, "acquire permits", err)
 	}
 	return verdict(v, req.Lease)
 }
 
-// ExtendPermits implements lockx.SemaphoreBackend.
-func (b *Backend) ExtendPermits(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) error {
+// ExtendPermits implements driver.SemaphoreBackend.
+func (b *Backend) ExtendPermits(ctx context.Context, key string, owner driver.Owner, lease time.Duration) error {
 	if b.err != nil {
 		return b.err
 	}
@@ -65,14 +64,14 @@ func (b *Backend) ExtendPermits(ctx context.Context, key string, owner lockx.Own
 		return b.fail(ctx, "extend permits", err)
 	}
 	if v != 1 {
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	return nil
 }
 
-// ReleasePermits implements lockx.SemaphoreBackend. It wakes the queued
+// ReleasePermits implements driver.SemaphoreBackend. It wakes the queued
 // owners whose requests now fit, in queue order.
-func (b *Backend) ReleasePermits(ctx context.Context, key string, owner lockx.Owner) error {
+func (b *Backend) ReleasePermits(ctx context.Context, key string, owner driver.Owner) error {
 	if b.err != nil {
 		return b.err
 	}
@@ -84,25 +83,25 @@ func (b *Backend) ReleasePermits(ctx context.Context, key string, owner lockx.Ow
 		return b.fail(ctx, "release permits", err)
 	}
 	if v != 1 {
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	return nil
 }
 
-// Permits implements lockx.SemaphoreBackend.
-func (b *Backend) Permits(ctx context.Context, key string) (lockx.PermitUsage, error) {
+// Permits implements driver.SemaphoreBackend.
+func (b *Backend) Permits(ctx context.Context, key string) (driver.PermitUsage, error) {
 	if b.err != nil {
-		return lockx.PermitUsage{}, b.err
+		return driver.PermitUsage{}, b.err
 	}
 	if err := ctx.Err(); err != nil {
-		return lockx.PermitUsage{}, err
+		return driver.PermitUsage{}, err
 	}
 	v, err := semUsageScript.Run(ctx, b.rdb, b.patternKeys("s:", key)).Int64Slice()
 	if err != nil {
-		return lockx.PermitUsage{}, b.fail(ctx, "permits", err)
+		return driver.PermitUsage{}, b.fail(ctx, "permits", err)
 	}
 	if len(v) != 3 {
-		return lockx.PermitUsage{}, lockx.Unavailable("permits", fmt.Errorf("unexpected script reply %v", v))
+		return driver.PermitUsage{}, driver.Unavailable("permits", fmt.Errorf("unexpected script reply %v", v))
 	}
-	return lockx.PermitUsage{InUse: v[0], Holders: v[1], Waiting: v[2]}, nil
+	return driver.PermitUsage{InUse: v[0], Holders: v[1], Waiting: v[2]}, nil
 }

@@ -7,9 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/lockx-go/lockx/lockx"
 )
 
 // The stock scripts (stock_*.lua). Each touches the keys of one segment, or
@@ -25,7 +24,7 @@ var (
 	stockQuotaScript    = loadScript("stock_quota.lua")
 )
 
-var _ lockx.StockBackend = (*Backend)(nil)
+var _ driver.StockBackend = (*Backend)(nil)
 
 // Stock keys. A segment's hash tag is "<sku>/<seg>", so the segments of one
 // SKU hash to different Cluster slots and a hot SKU spreads over the nodes,
@@ -72,13 +71,13 @@ func (b *Backend) stockArgs(ctx context.Context, sku string, seg int) error {
 	if b.err != nil {
 		return b.err
 	}
-	if err := lockx.CheckStockArgs(sku, seg); err != nil {
+	if err := driver.CheckStockArgs(sku, seg); err != nil {
 		return err
 	}
 	return ctx.Err()
 }
 
-// InitStock implements lockx.StockBackend. The levels are recorded on the
+// InitStock implements driver.StockBackend. The levels are recorded on the
 // SKU's meta key first (first writer wins), then every segment is created
 // from the recorded levels if missing; a crash between the two steps is
 // completed by the next InitStock, and an existing segment is never reset.
@@ -89,7 +88,7 @@ func (b *Backend) InitStock(ctx context.Context, sku string, levels []int64) (in
 	parts := make([]string, len(levels))
 	for i, l := range levels {
 		if l < 0 {
-			return 0, false, &lockx.ArgError{Arg: "level", Reason: "must not be negative"}
+			return 0, false, &driver.ArgError{Arg: "level", Reason: "must not be negative"}
 		}
 		parts[i] = strconv.FormatInt(l, 10)
 	}
@@ -114,7 +113,7 @@ func (b *Backend) InitStock(ctx context.Context, sku string, levels []int64) (in
 	return len(parts), created, nil
 }
 
-// StockLevels implements lockx.StockBackend with one pipelined HGET per
+// StockLevels implements driver.StockBackend with one pipelined HGET per
 // segment (split by slot on Cluster).
 func (b *Backend) StockLevels(ctx context.Context, sku string, segs []int) ([]int64, error) {
 	if err := b.stockArgs(ctx, sku, 0); err != nil {
@@ -123,7 +122,7 @@ func (b *Backend) StockLevels(ctx context.Context, sku string, segs []int) ([]in
 	if len(segs) == 1 {
 		// The lone read of lock-based mode goes through the batcher,
 		// like the scripts, so concurrent readers share round trips.
-		if err := lockx.CheckStockArgs(sku, segs[0]); err != nil {
+		if err := driver.CheckStockArgs(sku, segs[0]); err != nil {
 			return nil, err
 		}
 		h, _, _ := b.segKeys(sku, segs[0])
@@ -138,7 +137,7 @@ func (b *Backend) StockLevels(ctx context.Context, sku string, segs []int) ([]in
 	pipe := b.rdb.Pipeline()
 	cmds := make([]*redis.StringCmd, len(segs))
 	for i, seg := range segs {
-		if err := lockx.CheckStockArgs(sku, seg); err != nil {
+		if err := driver.CheckStockArgs(sku, seg); err != nil {
 			return nil, err
 		}
 		h, _, _ := b.segKeys(sku, seg)
@@ -158,17 +157,17 @@ func (b *Backend) StockLevels(ctx context.Context, sku string, segs []int) ([]in
 
 func (b *Backend) stockErr(ctx context.Context, op string, err error) error {
 	if errors.Is(err, redis.Nil) {
-		return lockx.ErrNoStock
+		return driver.ErrNoStock
 	}
 	return b.fail(ctx, op, err)
 }
 
-// TakeStock implements lockx.StockBackend with one script call.
-func (b *Backend) TakeStock(ctx context.Context, t lockx.StockTake) (int64, error) {
+// TakeStock implements driver.StockBackend with one script call.
+func (b *Backend) TakeStock(ctx context.Context, t driver.StockTake) (int64, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
-	if err := lockx.CheckStockTake(t); err != nil {
+	if err := driver.CheckStockTake(t); err != nil {
 		return 0, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -184,14 +183,14 @@ func (b *Backend) TakeStock(ctx context.Context, t lockx.StockTake) (int64, erro
 	case err != nil:
 		return 0, b.fail(ctx, "take stock", err)
 	case v == -1:
-		return 0, lockx.ErrNoStock
+		return 0, driver.ErrNoStock
 	case v < 0:
-		return -2 - v, lockx.ErrStockShort
+		return -2 - v, driver.ErrStockShort
 	}
 	return v, nil
 }
 
-// SettleStock implements lockx.StockBackend with one script call.
+// SettleStock implements driver.StockBackend with one script call.
 func (b *Backend) SettleStock(ctx context.Context, sku string, seg int, id string, confirm bool) error {
 	if err := b.stockArgs(ctx, sku, seg); err != nil {
 		return err
@@ -206,12 +205,12 @@ func (b *Backend) SettleStock(ctx context.Context, sku string, seg int, id strin
 		return b.fail(ctx, "settle stock", err)
 	}
 	if v == 0 {
-		return lockx.ErrNoStockEntry
+		return driver.ErrNoStockEntry
 	}
 	return nil
 }
 
-// AddStock implements lockx.StockBackend with one script call.
+// AddStock implements driver.StockBackend with one script call.
 func (b *Backend) AddStock(ctx context.Context, sku string, seg int, n int64) (int64, error) {
 	if err := b.stockArgs(ctx, sku, seg); err != nil {
 		return 0, err
@@ -222,15 +221,15 @@ func (b *Backend) AddStock(ctx context.Context, sku string, seg int, n int64) (i
 	case err != nil:
 		return 0, b.fail(ctx, "add stock", err)
 	case v == -1:
-		return 0, lockx.ErrNoStock
+		return 0, driver.ErrNoStock
 	case v < 0:
-		return -2 - v, lockx.ErrStockShort
+		return -2 - v, driver.ErrStockShort
 	}
 	return v, nil
 }
 
-// ExpireStock implements lockx.StockBackend with one script call.
-func (b *Backend) ExpireStock(ctx context.Context, sku string, seg int, max int) ([]lockx.StockEntry, error) {
+// ExpireStock implements driver.StockBackend with one script call.
+func (b *Backend) ExpireStock(ctx context.Context, sku string, seg int, max int) ([]driver.StockEntry, error) {
 	if err := b.stockArgs(ctx, sku, seg); err != nil {
 		return nil, err
 	}
@@ -245,18 +244,18 @@ func (b *Backend) ExpireStock(ctx context.Context, sku string, seg int, max int)
 	return parseEntries(flat)
 }
 
-// StockSegment implements lockx.StockBackend with one script call.
-func (b *Backend) StockSegment(ctx context.Context, sku string, seg int) (lockx.StockSegment, error) {
+// StockSegment implements driver.StockBackend with one script call.
+func (b *Backend) StockSegment(ctx context.Context, sku string, seg int) (driver.StockSegment, error) {
 	if err := b.stockArgs(ctx, sku, seg); err != nil {
-		return lockx.StockSegment{}, err
+		return driver.StockSegment{}, err
 	}
 	h, l, x := b.segKeys(sku, seg)
 	raw, err := stockSnapshotScript.Run(ctx, b.rdb, []string{h, l, x}).Slice()
 	if err != nil {
-		return lockx.StockSegment{}, b.stockErr(ctx, "stock segment", err)
+		return driver.StockSegment{}, b.stockErr(ctx, "stock segment", err)
 	}
 	if len(raw) != 3 {
-		return lockx.StockSegment{}, lockx.Unavailable("stock segment", errors.New("malformed reply"))
+		return driver.StockSegment{}, driver.Unavailable("stock segment", errors.New("malformed reply"))
 	}
 	lv, _ := raw[0].(int64)
 	in, _ := raw[1].(int64)
@@ -267,23 +266,23 @@ func (b *Backend) StockSegment(ctx context.Context, sku string, seg int) (lockx.
 	}
 	es, err := parseEntries(flat)
 	if err != nil {
-		return lockx.StockSegment{}, err
+		return driver.StockSegment{}, err
 	}
-	return lockx.StockSegment{Level: lv, Supplied: in, Entries: es}, nil
+	return driver.StockSegment{Level: lv, Supplied: in, Entries: es}, nil
 }
 
 // parseEntries decodes id, "qty:deadline_ms:user" pairs.
-func parseEntries(flat []string) ([]lockx.StockEntry, error) {
-	out := make([]lockx.StockEntry, 0, len(flat)/2)
+func parseEntries(flat []string) ([]driver.StockEntry, error) {
+	out := make([]driver.StockEntry, 0, len(flat)/2)
 	for i := 0; i+1 < len(flat); i += 2 {
 		qs, rest, ok1 := strings.Cut(flat[i+1], ":")
 		ds, user, ok2 := strings.Cut(rest, ":")
 		q, err1 := strconv.ParseInt(qs, 10, 64)
 		d, err2 := strconv.ParseInt(ds, 10, 64)
 		if !ok1 || !ok2 || err1 != nil || err2 != nil {
-			return nil, lockx.Unavailable("stock entry", errors.New("malformed ledger entry "+strconv.Quote(flat[i+1])))
+			return nil, driver.Unavailable("stock entry", errors.New("malformed ledger entry "+strconv.Quote(flat[i+1])))
 		}
-		e := lockx.StockEntry{ID: flat[i], User: user, Qty: q}
+		e := driver.StockEntry{ID: flat[i], User: user, Qty: q}
 		if d > 0 {
 			e.Deadline = time.UnixMilli(d)
 		}
@@ -292,7 +291,7 @@ func parseEntries(flat []string) ([]lockx.StockEntry, error) {
 	return out, nil
 }
 
-// ClaimQuota implements lockx.StockBackend with one script call on the
+// ClaimQuota implements driver.StockBackend with one script call on the
 // buyer's own counter, so buyers spread over the Cluster too.
 func (b *Backend) ClaimQuota(ctx context.Context, sku, user string, delta, limit int64) (int64, error) {
 	if err := b.stockArgs(ctx, sku, 0); err != nil {
@@ -303,7 +302,7 @@ func (b *Backend) ClaimQuota(ctx context.Context, sku, user string, delta, limit
 		return 0, b.fail(ctx, "claim quota", err)
 	}
 	if v < 0 {
-		return -1 - v, lockx.ErrQuotaExceeded
+		return -1 - v, driver.ErrQuotaExceeded
 	}
 	return v, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // verdict is what a kind's grant rule says about one node in the queue.
@@ -21,11 +22,11 @@ type verdict struct {
 
 // decideFunc applies a kind's grant rule to the sorted nodes of a key, ours
 // at idx; mine is our escaped owner.
-type decideFunc func(nodes []node, idx int, mine string, req lockx.Request) verdict
+type decideFunc func(nodes []node, idx int, mine string, req driver.Request) verdict
 
 // decideExclusive is the mutex rule: the lowest node holds, each other
 // watches the one before it.
-func decideExclusive(nodes []node, idx int, mine string, req lockx.Request) verdict {
+func decideExclusive(nodes []node, idx int, mine string, req driver.Request) verdict {
 	if idx == 0 {
 		return verdict{grant: true, token: -1}
 	}
@@ -37,12 +38,12 @@ var errQueueChurn = errors.New("zklock: the queue changed under every look")
 // acquireQueued is one attempt on a queue-ordered kind (locks, read/write
 // locks): find or create the owner's node, apply decide, and either grant
 // or watch. A refused waiter keeps its node (its place in the queue).
-func (b *Backend) acquireQueued(ctx context.Context, e *entry, decide decideFunc, req lockx.Request) (lockx.Result, error) {
+func (b *Backend) acquireQueued(ctx context.Context, e *entry, decide decideFunc, req driver.Request) (driver.Result, error) {
 	return b.acquireTagged(ctx, e, e.kind.tag, decide, req)
 }
 
 // acquireTagged is acquireQueued creating the node with tag.
-func (b *Backend) acquireTagged(ctx context.Context, e *entry, tag string, decide decideFunc, req lockx.Request) (lockx.Result, error) {
+func (b *Backend) acquireTagged(ctx context.Context, e *entry, tag string, decide decideFunc, req driver.Request) (driver.Result, error) {
 	start, queueTTL, res, done, err := b.begin(ctx, e, req)
 	if done {
 		return res, err
@@ -63,7 +64,7 @@ func (b *Backend) acquireTagged(ctx context.Context, e *entry, tag string, decid
 		// wake-up, and every timer-driven retry.
 		b.armLocked(e, time.Now().Add(queueTTL))
 		b.mu.Unlock()
-		return lockx.Result{}, nil
+		return driver.Result{}, nil
 	}
 	b.mu.Unlock()
 	mine := escape(string(e.k.owner), false)
@@ -73,7 +74,7 @@ func (b *Backend) acquireTagged(ctx context.Context, e *entry, tag string, decid
 		b.mu.Unlock()
 		if p == "" && unknown {
 			if _, err := b.adopt(e); err != nil {
-				return lockx.Result{}, lockx.Unavailable("acquire", err)
+				return driver.Result{}, driver.Unavailable("acquire", err)
 			}
 			b.mu.Lock()
 			p = e.path
@@ -83,7 +84,7 @@ func (b *Backend) acquireTagged(ctx context.Context, e *entry, tag string, decid
 			c, err := b.create(e.dir, e.k.owner, tag)
 			if err != nil {
 				b.createFailed(e, err, start.Add(max(req.Lease, queueTTL)))
-				return lockx.Result{}, lockx.Unavailable("acquire", err)
+				return driver.Result{}, driver.Unavailable("acquire", err)
 			}
 			b.mu.Lock()
 			e.path, e.seq, e.token, e.unknown = c.path, c.seq, c.token, false
@@ -97,7 +98,7 @@ func (b *Backend) acquireTagged(ctx context.Context, e *entry, tag string, decid
 		}
 		children, _, err := b.conn.Children(e.dir)
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			return lockx.Result{}, lockx.Unavailable("acquire", err)
+			return driver.Result{}, driver.Unavailable("acquire", err)
 		}
 		nodes := sortedNodes(children)
 		if e.kind.order != nil {
@@ -120,9 +121,9 @@ func (b *Backend) acquireTagged(ctx context.Context, e *entry, tag string, decid
 		switch {
 		case v.err != nil: // a verdict that leaves no trace
 			if err := b.withdraw(e, queueTTL); err != nil {
-				return lockx.Result{}, err
+				return driver.Result{}, err
 			}
-			return lockx.Result{}, v.err
+			return driver.Result{}, v.err
 		case v.grant:
 			tok := e.token
 			if t, ok := tagToken(nodes[max(v.token, 0)].tag); ok && v.token >= 0 {
@@ -130,23 +131,23 @@ func (b *Backend) acquireTagged(ctx context.Context, e *entry, tag string, decid
 			} else if v.token >= 0 && v.token != idx {
 				ok, st, err := b.conn.Exists(e.dir + "/" + nodes[v.token].name)
 				if err != nil {
-					return lockx.Result{}, lockx.Unavailable("acquire", err)
+					return driver.Result{}, driver.Unavailable("acquire", err)
 				}
 				if !ok {
 					continue // the node whose token we share left: look again
 				}
-				tok = lockx.Token(st.Czxid)
+				tok = driver.Token(st.Czxid)
 			}
 			return b.grant(e, start, req.Lease, tok), nil
 		case !req.Wait && !hadNode: // a try leaves no trace
 			if err := b.withdraw(e, queueTTL); err != nil {
-				return lockx.Result{}, err
+				return driver.Result{}, err
 			}
-			return lockx.Result{}, nil
+			return driver.Result{}, nil
 		}
 		gone, err := b.watchNode(e, e.dir+"/"+nodes[v.watch].name)
 		if err != nil {
-			return lockx.Result{}, lockx.Unavailable("acquire", err)
+			return driver.Result{}, driver.Unavailable("acquire", err)
 		}
 		if gone { // the watched node left between the listing and the watch
 			continue
@@ -160,27 +161,27 @@ func (b *Backend) acquireTagged(ctx context.Context, e *entry, tag string, decid
 		}
 		return b.refuse(e, req.Fair, queueTTL), nil
 	}
-	return lockx.Result{}, lockx.Unavailable("acquire", errQueueChurn)
+	return driver.Result{}, driver.Unavailable("acquire", errQueueChurn)
 }
 
 // refuse records a waiter's refused attempt: its node stays queued until
 // the queue TTL passes without another attempt.
-func (b *Backend) refuse(e *entry, fair bool, queueTTL time.Duration) lockx.Result {
+func (b *Backend) refuse(e *entry, fair bool, queueTTL time.Duration) driver.Result {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e.fair = fair
 	b.armLocked(e, time.Now().Add(queueTTL))
-	return lockx.Result{}
+	return driver.Result{}
 }
 
 // begin starts an attempt: it fails fast without a session, and answers a
 // holder's repeat (done). It returns the attempt's start and queue TTL.
-func (b *Backend) begin(ctx context.Context, e *entry, req lockx.Request) (start time.Time, queueTTL time.Duration, res lockx.Result, done bool, err error) {
+func (b *Backend) begin(ctx context.Context, e *entry, req driver.Request) (start time.Time, queueTTL time.Duration, res driver.Result, done bool, err error) {
 	if err := ctx.Err(); err != nil {
-		return start, 0, res, true, lockx.Unavailable("acquire", err)
+		return start, 0, res, true, driver.Unavailable("acquire", err)
 	}
 	if err := b.noSession(); err != nil {
-		return start, 0, res, true, lockx.Unavailable("acquire", err)
+		return start, 0, res, true, driver.Unavailable("acquire", err)
 	}
 	queueTTL = req.QueueTTL
 	if queueTTL <= 0 {
@@ -194,28 +195,28 @@ func (b *Backend) begin(ctx context.Context, e *entry, req lockx.Request) (start
 // reacquire answers a holder's repeated attempt (a retry after a lost
 // reply, or the watchdog's first renewal): same token, lease reset. ok is
 // false when e is not held (or was found deleted, which ends the hold).
-func (b *Backend) reacquire(e *entry, start time.Time, lease time.Duration) (lockx.Result, bool, error) {
+func (b *Backend) reacquire(e *entry, start time.Time, lease time.Duration) (driver.Result, bool, error) {
 	b.mu.Lock()
 	held, p := e.held, e.path
 	b.mu.Unlock()
 	if !held {
-		return lockx.Result{}, false, nil
+		return driver.Result{}, false, nil
 	}
 	ok, _, err := b.conn.Exists(p)
 	if err != nil {
-		return lockx.Result{}, false, lockx.Unavailable("acquire", err)
+		return driver.Result{}, false, driver.Unavailable("acquire", err)
 	}
 	b.mu.Lock()
 	if ok {
 		b.armLocked(e, start.Add(lease))
 		tok := e.token
 		b.mu.Unlock()
-		return lockx.Result{Acquired: true, Token: tok, TTL: lease}, true, nil
+		return driver.Result{Acquired: true, Token: tok, TTL: lease}, true, nil
 	}
 	fire := b.loseLocked(e, false) // deleted behind our back: start afresh
 	b.mu.Unlock()
 	runAll(fire)
-	return lockx.Result{}, false, nil
+	return driver.Result{}, false, nil
 }
 
 // createFailed records a create whose outcome is unknown, so the next
@@ -241,7 +242,7 @@ func (b *Backend) withdraw(e *entry, queueTTL time.Duration) error {
 		e.path, e.unknown = "", true
 		b.armLocked(e, time.Now().Add(queueTTL))
 		b.mu.Unlock()
-		return lockx.Unavailable("acquire", err)
+		return driver.Unavailable("acquire", err)
 	}
 	b.mu.Lock()
 	e.path = ""
@@ -250,20 +251,20 @@ func (b *Backend) withdraw(e *entry, queueTTL time.Duration) error {
 	return nil
 }
 
-func (b *Backend) grant(e *entry, start time.Time, lease time.Duration, tok lockx.Token) lockx.Result {
+func (b *Backend) grant(e *entry, start time.Time, lease time.Duration, tok driver.Token) driver.Result {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e.held = true
 	e.token = tok
 	b.unwatchLocked(e)
 	b.armLocked(e, start.Add(lease))
-	return lockx.Result{Acquired: true, Token: tok, TTL: lease}
+	return driver.Result{Acquired: true, Token: tok, TTL: lease}
 }
 
 type created struct {
 	path     string
 	seq      int64
-	token    lockx.Token
+	token    driver.Token
 	children int32
 	version  int32 // dir's data and child versions after the transaction
 	cversion int32
@@ -276,7 +277,7 @@ type created struct {
 // one round trip gives the fencing token and, when the node is alone, the
 // grant. dir is a container node, created on demand and removed by the
 // server once empty.
-func (b *Backend) create(dir string, owner lockx.Owner, tag string) (created, error) {
+func (b *Backend) create(dir string, owner driver.Owner, tag string) (created, error) {
 	prefix := dir + "/" + escape(string(owner), false) + "-"
 	if tag != "" {
 		prefix += tag + "-"
@@ -303,7 +304,7 @@ func (b *Backend) multiCreate(dir string, ops ...any) (created, error) {
 		for _, r := range res {
 			switch {
 			case r.Stat != nil:
-				c.token, c.children, c.version, c.cversion, c.dirZxid = lockx.Token(r.Stat.Mzxid), r.Stat.NumChildren, r.Stat.Version, r.Stat.Cversion, r.Stat.Czxid
+				c.token, c.children, c.version, c.cversion, c.dirZxid = driver.Token(r.Stat.Mzxid), r.Stat.NumChildren, r.Stat.Version, r.Stat.Cversion, r.Stat.Czxid
 			case strings.HasPrefix(r.String, dir+"/"):
 				n, ok := parseNode(path.Base(r.String))
 				if !ok {
@@ -363,7 +364,7 @@ func (b *Backend) adopt(e *entry) (node, error) {
 			return node{}, err
 		}
 	}
-	var tok lockx.Token
+	var tok driver.Token
 	p := ""
 	if found.name != "" {
 		ok, st, err := b.conn.Exists(e.dir + "/" + found.name)
@@ -371,7 +372,7 @@ func (b *Backend) adopt(e *entry) (node, error) {
 			return node{}, err
 		}
 		if ok {
-			p, tok = e.dir+"/"+found.name, lockx.Token(st.Czxid)
+			p, tok = e.dir+"/"+found.name, driver.Token(st.Czxid)
 		} else {
 			found = node{}
 		}
@@ -384,7 +385,7 @@ func (b *Backend) adopt(e *entry) (node, error) {
 
 // deleteOwnerNodes deletes owner's nodes of kind k under dir and reports
 // whether it found any.
-func (b *Backend) deleteOwnerNodes(k *kind, dir string, owner lockx.Owner) (bool, error) {
+func (b *Backend) deleteOwnerNodes(k *kind, dir string, owner driver.Owner) (bool, error) {
 	children, _, err := b.conn.Children(dir)
 	if errors.Is(err, zk.ErrNoNode) {
 		return false, nil

@@ -11,17 +11,17 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // ErrNoSession reports a call made while the Backend has no live ZooKeeper
 // session (disconnected: Curator's SUSPENDED, or between an expiry and the
-// next session). It matches lockx.ErrUnavailable. After Close, calls fail
-// with an error matching lockx.ErrClosed instead.
+// next session). It matches driver.ErrUnavailable. After Close, calls fail
+// with an error matching driver.ErrClosed instead.
 var ErrNoSession = errors.New("zklock: no zookeeper session")
 
-// Backend is a lockx.Backend on ZooKeeper. It implements lockx.Notifier and
-// lockx.LossNotifier too. Make one with Dial; it owns its ZooKeeper
+// Backend is a driver.Backend on ZooKeeper. It implements driver.Notifier and
+// driver.LossNotifier too. Make one with Dial; it owns its ZooKeeper
 // connection and session, and Close ends both.
 type Backend struct {
 	conn   *zk.Conn
@@ -55,14 +55,14 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Backend, erro
 	cfg := defaults()
 	for _, o := range opts {
 		if o == nil {
-			return nil, &lockx.ArgError{Arg: "option", Reason: "nil Option"}
+			return nil, &driver.ArgError{Arg: "option", Reason: "nil Option"}
 		}
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
 	}
 	if len(servers) == 0 {
-		return nil, &lockx.ArgError{Arg: "servers", Reason: "no ZooKeeper server given"}
+		return nil, &driver.ArgError{Arg: "servers", Reason: "no ZooKeeper server given"}
 	}
 	b := &Backend{
 		ready:   make(chan struct{}),
@@ -85,7 +85,7 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Backend, erro
 		},
 		zk.WithLogger(zkLogger{b}), zk.WithLogInfo(true), zk.WithEventCallback(b.onEvent))
 	if err != nil {
-		return nil, lockx.Unavailable("dial", err)
+		return nil, driver.Unavailable("dial", err)
 	}
 	b.conn = conn
 	close(b.ready)
@@ -95,7 +95,7 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Backend, erro
 		select {
 		case <-wctx.Done():
 			conn.Close()
-			return nil, lockx.Unavailable("dial", fmt.Errorf("no session with %v: %w", servers, context.Cause(wctx)))
+			return nil, driver.Unavailable("dial", fmt.Errorf("no session with %v: %w", servers, context.Cause(wctx)))
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
@@ -147,7 +147,7 @@ func (b *Backend) SessionTimeout() time.Duration {
 func (b *Backend) SessionID() int64 { return b.conn.SessionID() }
 
 // errClosed is the cause of every call after Close.
-var errClosed = fmt.Errorf("zklock: backend closed: %w", lockx.ErrClosed)
+var errClosed = fmt.Errorf("zklock: backend closed: %w", driver.ErrClosed)
 
 // noSession returns nil while the Backend has a live session, errClosed
 // after Close and ErrNoSession otherwise.
@@ -175,7 +175,7 @@ func (b *Backend) ensurePath(path string) error {
 	for _, part := range parts {
 		p += "/" + part
 		if _, err := b.conn.Create(p, nil, zk.FlagPersistent, b.acl); err != nil && !errors.Is(err, zk.ErrNodeExists) {
-			return lockx.Unavailable("create "+p, err)
+			return driver.Unavailable("create "+p, err)
 		}
 	}
 	return nil

@@ -5,9 +5,9 @@
 //		zklock.WithSessionTimeout(10*time.Second))
 //	locks := lockx.New(backend) // Close closes the backend and its session
 //
-// It implements lockx.Backend, lockx.Notifier, lockx.LossNotifier,
-// lockx.RWBackend (patterns/rwlock), lockx.SemaphoreBackend
-// (patterns/semaphore) and lockx.Inspector (cmd/lockx --zookeeper,
+// It implements driver.Backend, driver.Notifier, driver.LossNotifier,
+// driver.RWBackend (patterns/rwlock), driver.SemaphoreBackend
+// (patterns/semaphore) and driver.Inspector (cmd/lockx --zookeeper,
 // lockx.ForceUnlock), and passes lockxtest.Run, RunRW and RunSemaphore.
 //
 // # Data model
@@ -47,7 +47,7 @@
 // ensemble and grow with every write; their top 32 bits are the leader
 // epoch, which grows with every election and restart. Since holders are
 // granted in node order, every later holder of a key has a greater token —
-// also after a restart or a failover. Tokens stay below lockx.MaxToken
+// also after a restart or a failover. Tokens stay below driver.MaxToken
 // while the epoch is below 2^21.
 //
 // # Leases: ZooKeeper has no per-lock TTL
@@ -80,12 +80,12 @@
 // turns both into lockx's loss signal:
 //
 //   - Disconnected (SUSPENDED): every call fails at once with an error
-//     matching lockx.ErrUnavailable and ErrNoSession, so renewals fail and
+//     matching driver.ErrUnavailable and ErrNoSession, so renewals fail and
 //     waiters back off. If the client reconnects with the same session
 //     within a quarter of the session timeout, nothing is lost (watches are
 //     restored; waiters are woken to look again). After that quarter every
 //     hold is declared lost: lockx's Lost closes and the lock context is
-//     cancelled with lockx.ErrLost, and if the session did survive, the
+//     cancelled with driver.ErrLost, and if the session did survive, the
 //     Backend deletes those nodes once it is back. A quarter because
 //     go-zookeeper notices a silent connection only after two thirds of the
 //     timeout without a reply, and the server may expire the session one
@@ -128,7 +128,7 @@
 // go-zookeeper's calls take no context: a call is bounded by the client's
 // own failure detection, not by ctx (calls fail at once while
 // disconnected). Each Backend is one session and one TCP connection.
-// Renewals are one read per lock (no lockx.BatchExtender). Extend's read is
+// Renewals are one read per lock (no driver.BatchExtender). Extend's read is
 // served by the connected server, which may lag the leader, so a
 // force-release is noticed at the next renewal after it reaches that
 // server.

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // kind is one sort of hold: a plain lock, either side of a read/write lock,
@@ -34,14 +34,14 @@ var (
 type entryKey struct {
 	ns    string
 	key   string
-	owner lockx.Owner
+	owner driver.Owner
 }
 
 // wakeKey names the waiters Watch registers: lockx keys of every kind
 // share the owner's wake-ups (Notifier's contract).
 type wakeKey struct {
 	key   string
-	owner lockx.Owner
+	owner driver.Owner
 }
 
 // entry is what the Backend knows about one owner's node for one key of
@@ -58,7 +58,7 @@ type entry struct {
 	removed  bool   // left the map; a caller that finds it so looks again
 	path     string // our node, "" if none
 	seq      int64
-	token    lockx.Token
+	token    driver.Token
 	held     bool
 	unknown  bool // a create's reply was lost: our node may exist, name unknown
 	fair     bool
@@ -78,19 +78,19 @@ func (b *Backend) dirOf(k *kind, key string) string {
 	return b.root + "/" + k.dir + "/" + escape(key, true)
 }
 
-func checkKeyOwner(key string, owner lockx.Owner) error {
+func checkKeyOwner(key string, owner driver.Owner) error {
 	if key == "" {
-		return &lockx.ArgError{Arg: "key", Reason: "empty"}
+		return &driver.ArgError{Arg: "key", Reason: "empty"}
 	}
 	if owner == "" {
-		return &lockx.ArgError{Arg: "owner", Reason: "empty"}
+		return &driver.ArgError{Arg: "owner", Reason: "empty"}
 	}
 	return nil
 }
 
 // lockEntry returns the entry of (k, key, owner) with its op lock held,
 // making it if create is set (else nil when there is none).
-func (b *Backend) lockEntry(k *kind, key string, owner lockx.Owner, create bool) *entry {
+func (b *Backend) lockEntry(k *kind, key string, owner driver.Owner, create bool) *entry {
 	ek := entryKey{k.ns, key, owner}
 	for {
 		b.mu.Lock()

@@ -8,25 +8,25 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
-// Locks implements lockx.Inspector: it lists the key directories under
+// Locks implements driver.Inspector: it lists the key directories under
 // <root>/locks and reports the holder (the lowest node) of each key that
 // matches prefix. One listing per key, plus one read per holder.
-func (b *Backend) Locks(ctx context.Context, prefix string, fn func(lockx.LockInfo) bool) error {
+func (b *Backend) Locks(ctx context.Context, prefix string, fn func(driver.LockInfo) bool) error {
 	if err := ctx.Err(); err != nil {
-		return lockx.Unavailable("locks", err)
+		return driver.Unavailable("locks", err)
 	}
 	if err := b.noSession(); err != nil {
-		return lockx.Unavailable("locks", err)
+		return driver.Unavailable("locks", err)
 	}
 	dirs, _, err := b.conn.Children(b.root + "/" + kindLock.dir)
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil
 	}
 	if err != nil {
-		return lockx.Unavailable("locks", err)
+		return driver.Unavailable("locks", err)
 	}
 	for _, d := range dirs {
 		key, ok := unescape(d)
@@ -34,10 +34,10 @@ func (b *Backend) Locks(ctx context.Context, prefix string, fn func(lockx.LockIn
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return lockx.Unavailable("locks", err)
+			return driver.Unavailable("locks", err)
 		}
 		info, err := b.Lock(ctx, key)
-		if errors.Is(err, lockx.ErrNotHeld) {
+		if errors.Is(err, driver.ErrNotHeld) {
 			continue
 		}
 		if err != nil {
@@ -50,47 +50,47 @@ func (b *Backend) Locks(ctx context.Context, prefix string, fn func(lockx.LockIn
 	return nil
 }
 
-// Lock implements lockx.Inspector: the holder of key is the owner of its
+// Lock implements driver.Inspector: the holder of key is the owner of its
 // lowest node; its token is that node's czxid, its age the time since the
 // node's creation (server clock), its waiters the nodes behind it. The
 // lease left is known only for holds of this Backend (0 otherwise: a
 // holder's lease lives in its own process).
-func (b *Backend) Lock(ctx context.Context, key string) (lockx.LockInfo, error) {
+func (b *Backend) Lock(ctx context.Context, key string) (driver.LockInfo, error) {
 	if key == "" {
-		return lockx.LockInfo{}, &lockx.ArgError{Arg: "key", Reason: "empty"}
+		return driver.LockInfo{}, &driver.ArgError{Arg: "key", Reason: "empty"}
 	}
 	if err := ctx.Err(); err != nil {
-		return lockx.LockInfo{}, lockx.Unavailable("lock", err)
+		return driver.LockInfo{}, driver.Unavailable("lock", err)
 	}
 	if err := b.noSession(); err != nil {
-		return lockx.LockInfo{}, lockx.Unavailable("lock", err)
+		return driver.LockInfo{}, driver.Unavailable("lock", err)
 	}
 	dir := b.dirOf(kindLock, key)
 	for look := 0; look < 4; look++ {
 		children, _, err := b.conn.Children(dir)
 		if errors.Is(err, zk.ErrNoNode) {
-			return lockx.LockInfo{}, lockx.ErrNotHeld
+			return driver.LockInfo{}, driver.ErrNotHeld
 		}
 		if err != nil {
-			return lockx.LockInfo{}, lockx.Unavailable("lock", err)
+			return driver.LockInfo{}, driver.Unavailable("lock", err)
 		}
 		nodes := sortedNodes(children)
 		if len(nodes) == 0 {
-			return lockx.LockInfo{}, lockx.ErrNotHeld
+			return driver.LockInfo{}, driver.ErrNotHeld
 		}
 		head := nodes[0]
 		ok, st, err := b.conn.Exists(dir + "/" + head.name)
 		if err != nil {
-			return lockx.LockInfo{}, lockx.Unavailable("lock", err)
+			return driver.LockInfo{}, driver.Unavailable("lock", err)
 		}
 		if !ok {
 			continue // released meanwhile: look again
 		}
 		owner, _ := unescape(head.owner)
-		info := lockx.LockInfo{
+		info := driver.LockInfo{
 			Key:     key,
-			Owner:   lockx.Owner(owner),
-			Token:   lockx.Token(st.Czxid),
+			Owner:   driver.Owner(owner),
+			Token:   driver.Token(st.Czxid),
 			Age:     max(0, time.Since(time.UnixMilli(st.Ctime))),
 			Waiters: len(nodes) - 1,
 		}
@@ -101,7 +101,7 @@ func (b *Backend) Lock(ctx context.Context, key string) (lockx.LockInfo, error) 
 		b.mu.Unlock()
 		return info, nil
 	}
-	return lockx.LockInfo{}, lockx.Unavailable("lock", errQueueChurn)
+	return driver.LockInfo{}, driver.Unavailable("lock", errQueueChurn)
 }
 
 // unescape reverses escape; ok is false for a name escape cannot make.
@@ -128,4 +128,4 @@ func unescape(s string) (string, bool) {
 	return b.String(), true
 }
 
-var _ lockx.Inspector = (*Backend)(nil)
+var _ driver.Inspector = (*Backend)(nil)

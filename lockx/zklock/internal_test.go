@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 func TestEscape(t *testing.T) {
@@ -76,7 +77,7 @@ func TestLostCreateReply(t *testing.T) {
 
 	key, owner := "adopt:"+t.Name(), lockx.NewOwner()
 	c := lostReply(t, b, key, owner)
-	res, err := b.Acquire(ctx, lockx.Request{Key: key, Owner: owner, Lease: time.Minute})
+	res, err := b.Acquire(ctx, driver.Request{Key: key, Owner: owner, Lease: time.Minute})
 	if err != nil || !res.Acquired || res.Token != c.token {
 		t.Fatalf("retry after a lost reply = %+v, %v; want the lost node's grant, token %d", res, err, c.token)
 	}
@@ -98,13 +99,13 @@ func TestLostCreateReply(t *testing.T) {
 
 	key3 := "timer:" + t.Name()
 	lostReply(t, b, key3, lockx.NewOwner())
-	other := lockx.Request{Key: key3, Owner: lockx.NewOwner(), Lease: time.Minute}
+	other := driver.Request{Key: key3, Owner: lockx.NewOwner(), Lease: time.Minute}
 	if res, err := b.Acquire(ctx, other); err != nil || res.Acquired {
 		t.Fatalf("Acquire while the orphan node heads the queue = %+v, %v; want a refusal", res, err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		res, err := b.Acquire(ctx, lockx.Request{Key: key3, Owner: other.Owner, Lease: time.Minute})
+		res, err := b.Acquire(ctx, driver.Request{Key: key3, Owner: other.Owner, Lease: time.Minute})
 		if err == nil && res.Acquired {
 			break
 		}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // cancelGrace is how long a plain waiter's node outlives the end of its
@@ -15,47 +15,47 @@ import (
 // attempt follows within microseconds, a waiter that gave up never comes.
 const cancelGrace = 250 * time.Millisecond
 
-// Acquire implements lockx.Backend: it creates the owner's ephemeral
+// Acquire implements driver.Backend: it creates the owner's ephemeral
 // sequential node under the key's directory (or finds the one it has) and
 // grants the lock if that node is the lowest. A refused waiter keeps its
 // node (its place in the queue) and watches only its predecessor.
-func (b *Backend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
 	if err := checkRequest(req); err != nil {
-		return lockx.Result{}, err
+		return driver.Result{}, err
 	}
 	e := b.lockEntry(kindLock, req.Key, req.Owner, true)
 	defer b.unlockEntry(e)
 	return b.acquireQueued(ctx, e, decideExclusive, req)
 }
 
-func checkRequest(req lockx.Request) error {
+func checkRequest(req driver.Request) error {
 	if err := checkKeyOwner(req.Key, req.Owner); err != nil {
 		return err
 	}
 	if req.Lease <= 0 {
-		return &lockx.ArgError{Arg: "lease", Reason: "must be positive"}
+		return &driver.ArgError{Arg: "lease", Reason: "must be positive"}
 	}
 	return nil
 }
 
-// Extend implements lockx.Backend: it checks that the owner's node still
+// Extend implements driver.Backend: it checks that the owner's node still
 // exists (a read, served by the connected server) and resets the lease
 // timer that deletes the node. While disconnected it returns an error
-// matching lockx.ErrUnavailable and ErrNoSession.
-func (b *Backend) Extend(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) error {
+// matching driver.ErrUnavailable and ErrNoSession.
+func (b *Backend) Extend(ctx context.Context, key string, owner driver.Owner, lease time.Duration) error {
 	return b.extend(ctx, kindLock, key, owner, lease)
 }
 
-func (b *Backend) extend(ctx context.Context, k *kind, key string, owner lockx.Owner, lease time.Duration) error {
+func (b *Backend) extend(ctx context.Context, k *kind, key string, owner driver.Owner, lease time.Duration) error {
 	if err := checkKeyOwner(key, owner); err != nil {
 		return err
 	}
 	if lease <= 0 {
-		return &lockx.ArgError{Arg: "lease", Reason: "must be positive"}
+		return &driver.ArgError{Arg: "lease", Reason: "must be positive"}
 	}
 	e := b.lockEntry(k, key, owner, false)
 	if e == nil {
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	defer b.unlockEntry(e)
 	start := time.Now()
@@ -78,17 +78,17 @@ func (b *Backend) checkHeld(ctx context.Context, e *entry, op string) (string, e
 	held, p, noSession := e.held, e.path, b.noSessionLocked()
 	b.mu.Unlock()
 	if !held {
-		return "", lockx.ErrNotHeld
+		return "", driver.ErrNotHeld
 	}
 	if err := ctx.Err(); err != nil {
-		return "", lockx.Unavailable(op, err)
+		return "", driver.Unavailable(op, err)
 	}
 	if noSession != nil {
-		return "", lockx.Unavailable(op, noSession)
+		return "", driver.Unavailable(op, noSession)
 	}
 	ok, _, err := b.conn.Exists(p)
 	if err != nil {
-		return "", lockx.Unavailable(op, err)
+		return "", driver.Unavailable(op, err)
 	}
 	if !ok {
 		b.mu.Lock()
@@ -98,20 +98,20 @@ func (b *Backend) checkHeld(ctx context.Context, e *entry, op string) (string, e
 		}
 		b.mu.Unlock()
 		runAll(fire)
-		return "", lockx.ErrNotHeld
+		return "", driver.ErrNotHeld
 	}
 	return p, nil
 }
 
-// TTL implements lockx.Backend: the remaining lease of the owner's hold,
+// TTL implements driver.Backend: the remaining lease of the owner's hold,
 // after checking that its node exists.
-func (b *Backend) TTL(ctx context.Context, key string, owner lockx.Owner) (time.Duration, error) {
+func (b *Backend) TTL(ctx context.Context, key string, owner driver.Owner) (time.Duration, error) {
 	if err := checkKeyOwner(key, owner); err != nil {
 		return 0, err
 	}
 	e := b.lockEntry(kindLock, key, owner, false)
 	if e == nil {
-		return 0, lockx.ErrNotHeld
+		return 0, driver.ErrNotHeld
 	}
 	defer b.unlockEntry(e)
 	if _, err := b.checkHeld(ctx, e, "ttl"); err != nil {
@@ -121,29 +121,29 @@ func (b *Backend) TTL(ctx context.Context, key string, owner lockx.Owner) (time.
 	d := time.Until(e.deadline)
 	b.mu.Unlock()
 	if d <= 0 {
-		return 0, lockx.ErrNotHeld
+		return 0, driver.ErrNotHeld
 	}
 	return d, nil
 }
 
-// Release implements lockx.Backend: it deletes the owner's node, which
+// Release implements driver.Backend: it deletes the owner's node, which
 // wakes the next waiter's watch. An owner this Backend knows nothing about
 // (another process's, or a create whose reply was lost) is found by its
 // name among the key's nodes, so an operator's force-release works from
 // anywhere.
-func (b *Backend) Release(ctx context.Context, key string, owner lockx.Owner) error {
+func (b *Backend) Release(ctx context.Context, key string, owner driver.Owner) error {
 	return b.release(ctx, kindLock, key, owner)
 }
 
-func (b *Backend) release(ctx context.Context, k *kind, key string, owner lockx.Owner) error {
+func (b *Backend) release(ctx context.Context, k *kind, key string, owner driver.Owner) error {
 	if err := checkKeyOwner(key, owner); err != nil {
 		return err
 	}
 	if err := b.noSession(); err != nil {
-		return lockx.Unavailable("release", err)
+		return driver.Unavailable("release", err)
 	}
 	if err := ctx.Err(); err != nil {
-		return lockx.Unavailable("release", err)
+		return driver.Unavailable("release", err)
 	}
 	e := b.lockEntry(k, key, owner, false)
 	if e == nil {
@@ -156,7 +156,7 @@ func (b *Backend) release(ctx context.Context, k *kind, key string, owner lockx.
 	if p == "" {
 		err := b.releaseByName(k, e.dir, owner)
 		b.mu.Lock()
-		if err == nil || errors.Is(err, lockx.ErrNotHeld) {
+		if err == nil || errors.Is(err, driver.ErrNotHeld) {
 			e.unknown = false
 		}
 		b.mu.Unlock()
@@ -164,7 +164,7 @@ func (b *Backend) release(ctx context.Context, k *kind, key string, owner lockx.
 	}
 	err := b.conn.Delete(p, -1)
 	if err != nil && !errors.Is(err, zk.ErrNoNode) {
-		return lockx.Unavailable("release", err)
+		return driver.Unavailable("release", err)
 	}
 	if err == nil && k == kindSem {
 		b.semReleased(p)
@@ -177,28 +177,28 @@ func (b *Backend) release(ctx context.Context, k *kind, key string, owner lockx.
 	b.unwatchLocked(e)
 	b.mu.Unlock()
 	if err != nil || !held {
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	return nil
 }
 
-func (b *Backend) releaseByName(k *kind, dir string, owner lockx.Owner) error {
+func (b *Backend) releaseByName(k *kind, dir string, owner driver.Owner) error {
 	found, err := b.deleteOwnerNodes(k, dir, owner)
 	if err != nil {
-		return lockx.Unavailable("release", err)
+		return driver.Unavailable("release", err)
 	}
 	if !found {
-		return lockx.ErrNotHeld
+		return driver.ErrNotHeld
 	}
 	return nil
 }
 
-// Watch implements lockx.Notifier for every kind of hold on key. The
+// Watch implements driver.Notifier for every kind of hold on key. The
 // channel receives a value when the node the owner waits behind goes (so
 // only the next waiter wakes: no herd; a semaphore's waiters wake on any
 // change of its holders), when the session comes back after a
 // disconnection, and when the owner's place in a queue was lost.
-func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-chan struct{}, func(), error) {
+func (b *Backend) Watch(ctx context.Context, key string, owner driver.Owner) (<-chan struct{}, func(), error) {
 	if err := checkKeyOwner(key, owner); err != nil {
 		return nil, nil, err
 	}
@@ -237,11 +237,11 @@ func (b *Backend) Watch(ctx context.Context, key string, owner lockx.Owner) (<-c
 	return ch, cancel, nil
 }
 
-// NotifyLoss implements lockx.LossNotifier: fn runs when the Backend learns
+// NotifyLoss implements driver.LossNotifier: fn runs when the Backend learns
 // that owner's hold on key is gone — the session expired, the connection
 // stayed down for a quarter of the session timeout, the lease ran out, or
 // a renewal found the node deleted.
-func (b *Backend) NotifyLoss(key string, owner lockx.Owner, fn func()) (stop func()) {
+func (b *Backend) NotifyLoss(key string, owner driver.Owner, fn func()) (stop func()) {
 	b.mu.Lock()
 	e := b.entries[entryKey{kindLock.ns, key, owner}]
 	if e == nil || !e.held {
@@ -263,7 +263,7 @@ func (b *Backend) NotifyLoss(key string, owner lockx.Owner, fn func()) (stop fun
 }
 
 var (
-	_ lockx.Backend      = (*Backend)(nil)
-	_ lockx.Notifier     = (*Backend)(nil)
-	_ lockx.LossNotifier = (*Backend)(nil)
+	_ driver.Backend      = (*Backend)(nil)
+	_ driver.Notifier     = (*Backend)(nil)
+	_ driver.LossNotifier = (*Backend)(nil)
 )

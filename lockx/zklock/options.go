@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // Defaults.
@@ -49,7 +49,7 @@ func defaults() config {
 func WithRoot(path string) Option {
 	return func(c *config) error {
 		if !strings.HasPrefix(path, "/") || (len(path) > 1 && strings.HasSuffix(path, "/")) || strings.Contains(path, "//") || path == "/" {
-			return &lockx.ArgError{Arg: "root", Reason: fmt.Sprintf("%q is not an absolute znode path like /lockx", path)}
+			return &driver.ArgError{Arg: "root", Reason: fmt.Sprintf("%q is not an absolute znode path like /lockx", path)}
 		}
 		c.root = path
 		return nil
@@ -63,7 +63,7 @@ func WithRoot(path string) Option {
 func WithSessionTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d < 100*time.Millisecond {
-			return &lockx.ArgError{Arg: "session timeout", Reason: "must be at least 100ms"}
+			return &driver.ArgError{Arg: "session timeout", Reason: "must be at least 100ms"}
 		}
 		c.sessionTimeout = d
 		return nil
@@ -75,7 +75,7 @@ func WithSessionTimeout(d time.Duration) Option {
 func WithConnectTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
-			return &lockx.ArgError{Arg: "connect timeout", Reason: "must be positive"}
+			return &driver.ArgError{Arg: "connect timeout", Reason: "must be positive"}
 		}
 		c.connectTimeout = d
 		return nil
@@ -88,7 +88,7 @@ func WithConnectTimeout(d time.Duration) Option {
 func WithACL(acl []zk.ACL) Option {
 	return func(c *config) error {
 		if len(acl) == 0 {
-			return &lockx.ArgError{Arg: "acl", Reason: "must not be empty"}
+			return &driver.ArgError{Arg: "acl", Reason: "must not be empty"}
 		}
 		c.acl = acl
 		return nil

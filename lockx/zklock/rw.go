@@ -2,11 +2,10 @@ package zklock
 
 import (
 	"context"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/lockx-go/lockx/lockx"
 )
 
 // Read/write locks follow Curator's InterProcessReadWriteLock: readers and
@@ -30,26 +29,26 @@ import (
 // granted at once with the write's token, and counted at the head of the
 // queue: writers that queued behind the write side wait for it.
 
-// AcquireRW implements lockx.RWBackend.
-func (b *Backend) AcquireRW(ctx context.Context, mode lockx.RWMode, req lockx.Request) (lockx.Result, error) {
+// AcquireRW implements driver.RWBackend.
+func (b *Backend) AcquireRW(ctx context.Context, mode driver.RWMode, req driver.Request) (driver.Result, error) {
 	k, err := rwKind(mode)
 	if err != nil {
-		return lockx.Result{}, err
+		return driver.Result{}, err
 	}
 	if err := checkRequest(req); err != nil {
-		return lockx.Result{}, err
+		return driver.Result{}, err
 	}
-	if mode == lockx.ModeWrite {
+	if mode == driver.ModeWrite {
 		b.mu.Lock()
 		r := b.entries[entryKey{kindRead.ns, req.Key, req.Owner}]
 		reading := r != nil && r.held
 		b.mu.Unlock()
 		if reading {
-			return lockx.Result{}, lockx.ErrUpgrade
+			return driver.Result{}, driver.ErrUpgrade
 		}
 	}
-	var downgrade lockx.Token
-	if mode == lockx.ModeRead {
+	var downgrade driver.Token
+	if mode == driver.ModeRead {
 		b.mu.Lock()
 		if w := b.entries[entryKey{kindWrite.ns, req.Key, req.Owner}]; w != nil && w.held {
 			downgrade = w.token
@@ -59,7 +58,7 @@ func (b *Backend) AcquireRW(ctx context.Context, mode lockx.RWMode, req lockx.Re
 	e := b.lockEntry(k, req.Key, req.Owner, true)
 	defer b.unlockEntry(e)
 	switch {
-	case mode == lockx.ModeWrite:
+	case mode == driver.ModeWrite:
 		return b.acquireQueued(ctx, e, decideWrite, req)
 	case downgrade > 0:
 		return b.acquireTagged(ctx, e, "D"+strconv.FormatInt(int64(downgrade), 10), decideRead, req)
@@ -72,7 +71,7 @@ func (b *Backend) AcquireRW(ctx context.Context, mode lockx.RWMode, req lockx.Re
 func isReadTag(t string) bool { return t == "R" || strings.HasPrefix(t, "D") }
 
 // tagToken returns the write token a downgrade node carries in its tag.
-func tagToken(tag string) (lockx.Token, bool) {
+func tagToken(tag string) (driver.Token, bool) {
 	if !strings.HasPrefix(tag, "D") {
 		return 0, false
 	}
@@ -80,7 +79,7 @@ func tagToken(tag string) (lockx.Token, bool) {
 	if err != nil || v <= 0 {
 		return 0, false
 	}
-	return lockx.Token(v), true
+	return driver.Token(v), true
 }
 
 // downgradesFirst puts downgrade nodes at the head of the queue: the
@@ -101,8 +100,8 @@ func downgradesFirst(nodes []node) []node {
 	return out
 }
 
-// ExtendRW implements lockx.RWBackend.
-func (b *Backend) ExtendRW(ctx context.Context, mode lockx.RWMode, key string, owner lockx.Owner, lease time.Duration) error {
+// ExtendRW implements driver.RWBackend.
+func (b *Backend) ExtendRW(ctx context.Context, mode driver.RWMode, key string, owner driver.Owner, lease time.Duration) error {
 	k, err := rwKind(mode)
 	if err != nil {
 		return err
@@ -110,8 +109,8 @@ func (b *Backend) ExtendRW(ctx context.Context, mode lockx.RWMode, key string, o
 	return b.extend(ctx, k, key, owner, lease)
 }
 
-// ReleaseRW implements lockx.RWBackend.
-func (b *Backend) ReleaseRW(ctx context.Context, mode lockx.RWMode, key string, owner lockx.Owner) error {
+// ReleaseRW implements driver.RWBackend.
+func (b *Backend) ReleaseRW(ctx context.Context, mode driver.RWMode, key string, owner driver.Owner) error {
 	k, err := rwKind(mode)
 	if err != nil {
 		return err
@@ -119,28 +118,28 @@ func (b *Backend) ReleaseRW(ctx context.Context, mode lockx.RWMode, key string, 
 	return b.release(ctx, k, key, owner)
 }
 
-func rwKind(mode lockx.RWMode) (*kind, error) {
+func rwKind(mode driver.RWMode) (*kind, error) {
 	switch mode {
-	case lockx.ModeRead:
+	case driver.ModeRead:
 		return kindRead, nil
-	case lockx.ModeWrite:
+	case driver.ModeWrite:
 		return kindWrite, nil
 	}
-	return nil, &lockx.ArgError{Arg: "mode", Reason: "must be lockx.ModeRead or lockx.ModeWrite"}
+	return nil, &driver.ArgError{Arg: "mode", Reason: "must be driver.ModeRead or driver.ModeWrite"}
 }
 
 // decideWrite is the mutex rule, refusing an upgrade: an owner with a read
-// node on the key gets lockx.ErrUpgrade (its write node is withdrawn).
-func decideWrite(nodes []node, idx int, mine string, req lockx.Request) verdict {
+// node on the key gets driver.ErrUpgrade (its write node is withdrawn).
+func decideWrite(nodes []node, idx int, mine string, req driver.Request) verdict {
 	for _, n := range nodes {
 		if n.owner == mine && isReadTag(n.tag) {
-			return verdict{err: lockx.ErrUpgrade}
+			return verdict{err: driver.ErrUpgrade}
 		}
 	}
 	return decideExclusive(nodes, idx, mine, req)
 }
 
-func decideRead(nodes []node, idx int, mine string, req lockx.Request) verdict {
+func decideRead(nodes []node, idx int, mine string, req driver.Request) verdict {
 	first := nodes[0]
 	if req.Fair {
 		lastW := -1
@@ -158,4 +157,4 @@ func decideRead(nodes []node, idx int, mine string, req lockx.Request) verdict {
 	return verdict{grant: true, token: 0}
 }
 
-var _ lockx.RWBackend = (*Backend)(nil)
+var _ driver.RWBackend = (*Backend)(nil)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // Semaphores keep their state in the children of <root>/sem/<key>: a holder
@@ -31,13 +31,13 @@ import (
 // wakes this Backend's waiters in queue order as far as their permits
 // could fit (and every non-fair waiter), the rest wait for the next change.
 
-// AcquirePermits implements lockx.SemaphoreBackend.
-func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (lockx.Result, error) {
+// AcquirePermits implements driver.SemaphoreBackend.
+func (b *Backend) AcquirePermits(ctx context.Context, req driver.PermitRequest) (driver.Result, error) {
 	if err := checkRequest(req.Request); err != nil {
-		return lockx.Result{}, err
+		return driver.Result{}, err
 	}
-	if err := lockx.CheckPermitRequest(req); err != nil {
-		return lockx.Result{}, err
+	if err := driver.CheckPermitRequest(req); err != nil {
+		return driver.Result{}, err
 	}
 	e := b.lockEntry(kindSem, req.Key, req.Owner, true)
 	defer b.unlockEntry(e)
@@ -60,7 +60,7 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 		if unqueued {
 			sd.pending.Add(-1)
 		}
-		return lockx.Result{}, lockx.Unavailable("acquire", context.Cause(ctx))
+		return driver.Result{}, driver.Unavailable("acquire", context.Cause(ctx))
 	}
 	if unqueued {
 		sd.pending.Add(-1)
@@ -73,7 +73,7 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 		if p == "" && unknown {
 			n, err := b.adopt(e)
 			if err != nil {
-				return lockx.Result{}, lockx.Unavailable("acquire", err)
+				return driver.Result{}, driver.Unavailable("acquire", err)
 			}
 			if n.name != "" && n.tag[0] == 'H' { // the lost reply was a grant
 				b.mu.Lock()
@@ -84,7 +84,7 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 		}
 		nodes, version, final, err := b.semListing(sd, e, req.Wait, fresh)
 		if err != nil {
-			return lockx.Result{}, lockx.Unavailable("acquire", err)
+			return driver.Result{}, driver.Unavailable("acquire", err)
 		}
 		fresh = false
 		b.mu.Lock()
@@ -127,7 +127,7 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 				continue
 			case err != nil:
 				b.createFailed(e, err, start.Add(max(req.Lease, queueTTL)))
-				return lockx.Result{}, lockx.Unavailable("acquire", err)
+				return driver.Result{}, driver.Unavailable("acquire", err)
 			}
 			if c.dirZxid != sd.dirZxid {
 				// The directory was removed (empty) and made again since the
@@ -158,14 +158,14 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 			b.mu.Lock()
 			b.unwatchLocked(e)
 			b.mu.Unlock()
-			return lockx.Result{}, nil
+			return driver.Result{}, nil
 		}
 		if !queued {
 			path, err := b.createQueued(e.dir, req.Owner, req.Count)
 			if err != nil {
 				sd.valid = false
 				b.createFailed(e, err, start.Add(queueTTL))
-				return lockx.Result{}, lockx.Unavailable("acquire", err)
+				return driver.Result{}, driver.Unavailable("acquire", err)
 			}
 			n, _ := parseNode(path[len(e.dir)+1:])
 			// A plain create shows no child version: count ours, and the
@@ -182,7 +182,7 @@ func (b *Backend) AcquirePermits(ctx context.Context, req lockx.PermitRequest) (
 		b.mu.Unlock()
 		return b.refuse(e, req.Fair, queueTTL), nil
 	}
-	return lockx.Result{}, lockx.Unavailable("acquire", errQueueChurn)
+	return driver.Result{}, driver.Unavailable("acquire", errQueueChurn)
 }
 
 // semDir serialises this Backend's attempts on one semaphore. Before, every
@@ -371,7 +371,7 @@ func semNodes(children []string) []node {
 	return out
 }
 
-func (b *Backend) createQueued(dir string, owner lockx.Owner, count int64) (string, error) {
+func (b *Backend) createQueued(dir string, owner driver.Owner, count int64) (string, error) {
 	p := dir + "/" + escape(string(owner), false) + "-Q" + strconv.FormatInt(count, 10) + "-"
 	path, err := b.conn.Create(p, nil, zk.FlagEphemeralSequential, b.acl)
 	if errors.Is(err, zk.ErrNoNode) {
@@ -383,40 +383,40 @@ func (b *Backend) createQueued(dir string, owner lockx.Owner, count int64) (stri
 	return path, err
 }
 
-// ExtendPermits implements lockx.SemaphoreBackend.
-func (b *Backend) ExtendPermits(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) error {
+// ExtendPermits implements driver.SemaphoreBackend.
+func (b *Backend) ExtendPermits(ctx context.Context, key string, owner driver.Owner, lease time.Duration) error {
 	return b.extend(ctx, kindSem, key, owner, lease)
 }
 
-// ReleasePermits implements lockx.SemaphoreBackend. The node it deletes is
+// ReleasePermits implements driver.SemaphoreBackend. The node it deletes is
 // taken off the turns' listing (semReleased, from release).
-func (b *Backend) ReleasePermits(ctx context.Context, key string, owner lockx.Owner) error {
+func (b *Backend) ReleasePermits(ctx context.Context, key string, owner driver.Owner) error {
 	return b.release(ctx, kindSem, key, owner)
 }
 
-// Permits implements lockx.SemaphoreBackend: one listing of the
+// Permits implements driver.SemaphoreBackend: one listing of the
 // semaphore's nodes (holders whose lease ended are gone already: their
 // Backend deleted them, or their session ended). Waiting counts the queue
 // nodes and this Backend's requests waiting for their turn (semDir) that
 // have none yet.
-func (b *Backend) Permits(ctx context.Context, key string) (lockx.PermitUsage, error) {
+func (b *Backend) Permits(ctx context.Context, key string) (driver.PermitUsage, error) {
 	if key == "" {
-		return lockx.PermitUsage{}, &lockx.ArgError{Arg: "key", Reason: "empty"}
+		return driver.PermitUsage{}, &driver.ArgError{Arg: "key", Reason: "empty"}
 	}
 	if err := ctx.Err(); err != nil {
-		return lockx.PermitUsage{}, lockx.Unavailable("permits", err)
+		return driver.PermitUsage{}, driver.Unavailable("permits", err)
 	}
 	if err := b.noSession(); err != nil {
-		return lockx.PermitUsage{}, lockx.Unavailable("permits", err)
+		return driver.PermitUsage{}, driver.Unavailable("permits", err)
 	}
 	children, _, err := b.conn.Children(b.dirOf(kindSem, key))
 	if errors.Is(err, zk.ErrNoNode) {
-		return lockx.PermitUsage{}, nil
+		return driver.PermitUsage{}, nil
 	}
 	if err != nil {
-		return lockx.PermitUsage{}, lockx.Unavailable("permits", err)
+		return driver.PermitUsage{}, driver.Unavailable("permits", err)
 	}
-	var u lockx.PermitUsage
+	var u driver.PermitUsage
 	b.mu.Lock()
 	if sd := b.sems[b.dirOf(kindSem, key)]; sd != nil {
 		u.Waiting = sd.pending.Load()
@@ -434,4 +434,4 @@ func (b *Backend) Permits(ctx context.Context, key string) (lockx.PermitUsage, e
 	return u, nil
 }
 
-var _ lockx.SemaphoreBackend = (*Backend)(nil)
+var _ driver.SemaphoreBackend = (*Backend)(nil)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // TestSemStaleListingOfAnotherDirectory: a turn's shared listing that
@@ -31,8 +32,8 @@ func TestSemStaleListingOfAnotherDirectory(t *testing.T) {
 	}
 	b, other := dial(), dial()
 	k := "sem-stale-" + string(lockx.NewOwner())[:8]
-	req := func() lockx.PermitRequest {
-		return lockx.PermitRequest{Request: lockx.Request{Key: k, Owner: lockx.NewOwner(), Lease: 10 * time.Second, Fair: true}, Limit: 1, Count: 1}
+	req := func() driver.PermitRequest {
+		return driver.PermitRequest{Request: driver.Request{Key: k, Owner: lockx.NewOwner(), Lease: 10 * time.Second, Fair: true}, Limit: 1, Count: 1}
 	}
 	if res, err := other.AcquirePermits(ctx, req()); err != nil || !res.Acquired {
 		t.Fatalf("other Backend's grant: %+v %v", res, err)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/internal/testenv"
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/lockxtest"
 	"github.com/lockx-go/lockx/lockx/zklock"
 )
@@ -30,15 +30,15 @@ func dial(t testing.TB, addr string, opts ...zklock.Option) *zklock.Backend {
 
 func TestConformance(t *testing.T) {
 	z := testenv.SharedZooKeeper(t)
-	lockxtest.Run(t, func(t *testing.T) lockx.Backend { return dial(t, z.Addr) })
+	lockxtest.Run(t, func(t *testing.T) driver.Backend { return dial(t, z.Addr) })
 }
 
 func TestRWConformance(t *testing.T) {
 	z := testenv.SharedZooKeeper(t)
-	lockxtest.RunRW(t, func(t *testing.T) lockx.Backend { return dial(t, z.Addr) })
+	lockxtest.RunRW(t, func(t *testing.T) driver.Backend { return dial(t, z.Addr) })
 }
 
 func TestSemaphoreConformance(t *testing.T) {
 	z := testenv.SharedZooKeeper(t)
-	lockxtest.RunSemaphore(t, func(t *testing.T) lockx.Backend { return dial(t, z.Addr) })
+	lockxtest.RunSemaphore(t, func(t *testing.T) driver.Backend { return dial(t, z.Addr) })
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/middleware"
 	"github.com/lockx-go/lockx/middleware/echomw"
@@ -21,7 +22,7 @@ import (
 )
 
 // docsServer is the Echo twin of the net/http scenario server.
-func docsServer(store lockx.FenceStore, docs *fencetest.Docs) http.Handler {
+func docsServer(store driver.FenceStore, docs *fencetest.Docs) http.Handler {
 	e := echo.New()
 	e.PUT("/docs/:id", func(c echo.Context) error {
 		f, _ := echomw.FenceFromContext(c)

@@ -5,8 +5,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	echomiddleware "github.com/labstack/echo/v4/middleware"
-
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/middleware"
 )
 
@@ -26,7 +25,7 @@ type FencingConfig struct {
 	KeyLookup string
 
 	// Store checks and records tokens. Required.
-	Store lockx.FenceStore
+	Store driver.FenceStore
 
 	// Methods are the methods checked. Default: every method but GET, HEAD,
 	// OPTIONS and TRACE.
@@ -61,7 +60,7 @@ var DefaultFencingConfig = FencingConfig{
 // body carries both tokens), 428 Precondition Required for a missing one,
 // 400 for a malformed one, 503 if store cannot answer. The handler finds the
 // accepted fence with FenceFromContext.
-func Fencing(store lockx.FenceStore) echo.MiddlewareFunc {
+func Fencing(store driver.FenceStore) echo.MiddlewareFunc {
 	c := DefaultFencingConfig
 	c.Store = store
 	return FencingWithConfig(c)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/wallclock"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // BackendStore is a Store kept in a lockx backend's ResultStore capability
@@ -24,7 +25,7 @@ import (
 // job's recent triggers, walking its schedule back from now, so it costs a
 // round trip per trigger looked at.
 type BackendStore struct {
-	rs        lockx.ResultStore
+	rs        driver.ResultStore
 	retention time.Duration
 
 	mu    sync.Mutex
@@ -34,10 +35,11 @@ type BackendStore struct {
 // NewBackendStore returns a Store over rs that keeps records for retention.
 // Find it on a client's backend:
 //
-//	rs, ok := locks.Backend().(lockx.ResultStore)
+//	var rs driver.ResultStore
+//	ok := driver.As(locks.Backend(), &rs)
 //
 // A nil rs or a non-positive retention is an *lockx.ArgError.
-func NewBackendStore(rs lockx.ResultStore, retention time.Duration) (*BackendStore, error) {
+func NewBackendStore(rs driver.ResultStore, retention time.Duration) (*BackendStore, error) {
 	switch {
 	case rs == nil:
 		return nil, &lockx.ArgError{Arg: "result store", Reason: "nil"}
@@ -77,7 +79,7 @@ func (s *BackendStore) begin(ctx context.Context, r Run, ttl time.Duration) (boo
 	if err != nil {
 		return false, fmt.Errorf("cronguard: encode record: %w", err)
 	}
-	_, won, err := s.rs.SaveResult(ctx, recordKey(startKind, r.Job, r.Trigger), lockx.Outcome{Value: b, Created: time.Now()}, ttl)
+	_, won, err := s.rs.SaveResult(ctx, recordKey(startKind, r.Job, r.Trigger), driver.Outcome{Value: b, Created: time.Now()}, ttl)
 	return won, err
 }
 
@@ -91,14 +93,14 @@ func (s *BackendStore) Record(ctx context.Context, r Run) error {
 	if r.Lost {
 		kind = lostKind
 	}
-	o := lockx.Outcome{Value: b, Failed: r.Error != "", Err: r.Error, Created: time.Now()}
+	o := driver.Outcome{Value: b, Failed: r.Error != "", Err: r.Error, Created: time.Now()}
 	_, _, err = s.rs.SaveResult(ctx, recordKey(kind, r.Job, r.Trigger), o, s.retention)
 	return err
 }
 
 func (s *BackendStore) load(ctx context.Context, kind, job string, trigger time.Time) (Run, bool, error) {
 	o, err := s.rs.LoadResult(ctx, recordKey(kind, job, trigger))
-	if errors.Is(err, lockx.ErrNoResult) {
+	if errors.Is(err, driver.ErrNoResult) {
 		return Run{}, false, nil
 	}
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // Claimer claims triggers of one job for the instance that runs them. It is
@@ -15,7 +16,7 @@ import (
 // A Claimer is safe for concurrent use.
 type Claimer struct {
 	locks *lockx.Client
-	b     lockx.Backend
+	b     driver.Backend
 	job   string
 	cfg   config
 }
@@ -121,7 +122,7 @@ func (c *Claimer) Claim(ctx context.Context, at time.Time) (*Claim, error) {
 // Client.Close may touch it. It outlives a dead runner by design.
 func (cl *Claim) claimLeased(ctx context.Context) error {
 	c := cl.c
-	res, err := c.b.Acquire(ctx, lockx.Request{Key: cl.key, Owner: cl.owner, Lease: c.cfg.atMost})
+	res, err := c.b.Acquire(ctx, driver.Request{Key: cl.key, Owner: cl.owner, Lease: c.cfg.atMost})
 	if err != nil {
 		c.abandon(cl.key, cl.owner)
 		return c.skip(cl.trigger, Unavailable, err)
@@ -136,7 +137,7 @@ func (cl *Claim) claimLeased(ctx context.Context) error {
 	if c.cfg.overlap {
 		return nil
 	}
-	res, err = c.b.Acquire(ctx, lockx.Request{Key: runningKey(c.job), Owner: cl.owner, Lease: c.cfg.atMost})
+	res, err = c.b.Acquire(ctx, driver.Request{Key: runningKey(c.job), Owner: cl.owner, Lease: c.cfg.atMost})
 	if err == nil && res.Acquired {
 		cl.running = true
 		return nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/lockx/redislock"
 	"github.com/lockx-go/lockx/patterns/cronguard"
@@ -36,7 +37,7 @@ const (
 // crashBackend opens a backend of kind ("redis" or "postgres") at conn under
 // namespace ns (a key prefix or a schema), as each process of a crash test
 // does, with a function that closes it.
-func crashBackend(kind, conn, ns string) (lockx.Backend, func(), error) {
+func crashBackend(kind, conn, ns string) (driver.Backend, func(), error) {
 	switch kind {
 	case "redis":
 		rdb := redis.NewClient(&redis.Options{Addr: conn})
@@ -58,8 +59,10 @@ func crashBackend(kind, conn, ns string) (lockx.Backend, func(), error) {
 }
 
 // crashJob is the job as every process guards it.
-func crashJob(b lockx.Backend, name, instance string, delivery cronguard.Delivery, fn func(context.Context) error) (*cronguard.Job, *lockx.Client, error) {
-	store, err := cronguard.NewBackendStore(b.(lockx.ResultStore), time.Minute)
+func crashJob(b driver.Backend, name, instance string, delivery cronguard.Delivery, fn func(context.Context) error) (*cronguard.Job, *lockx.Client, error) {
+	var rs driver.ResultStore
+	driver.As(b, &rs)
+	store, err := cronguard.NewBackendStore(rs, time.Minute)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -66,7 +66,7 @@
 // # Clocks
 //
 // UsingBackendTime names triggers by the store's clock (Redis TIME,
-// PostgreSQL now()), through the Clock capability a backend implements.
+// PostgreSQL now()), through the driver.Clock capability a backend implements.
 //
 // See docs/patterns/cronguard.md for the guarantee, its assumptions and a
 // comparison with ShedLock; packages robfigcron and gocronlock adapt

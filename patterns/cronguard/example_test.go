@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/patterns/cronguard"
 )
@@ -112,7 +113,8 @@ func ExampleGuard_badInput() {
 // client reads what the first one ran.
 func ExampleNewBackendStore() {
 	b := memlock.New() // redislock and pglock are ResultStores too
-	rs, _ := lockx.Backend(b).(lockx.ResultStore)
+	var rs driver.ResultStore
+	driver.As(b, &rs)
 	store, err := cronguard.NewBackendStore(rs, 7*24*time.Hour)
 	if err != nil {
 		fmt.Println(err)

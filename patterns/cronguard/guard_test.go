@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/patterns/cronguard"
 )
@@ -22,7 +23,7 @@ func newLocks(t *testing.T) *lockx.Client {
 func nop(context.Context) error { return nil }
 
 // noClock hides memlock's Clock capability.
-type noClock struct{ lockx.Backend }
+type noClock struct{ driver.Backend }
 
 func TestGuardBadInput(t *testing.T) {
 	t.Parallel()
@@ -229,7 +230,7 @@ func TestAtMostForCancelsRun(t *testing.T) {
 type failingClock struct{ *memlock.Backend }
 
 func (failingClock) Now(context.Context) (time.Time, error) {
-	return time.Time{}, lockx.Unavailable("time", errors.New("down"))
+	return time.Time{}, driver.Unavailable("time", errors.New("down"))
 }
 
 func TestUnavailableSkip(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/patterns/cronguard"
 )
@@ -32,29 +33,29 @@ func TestFleetMemlock(t *testing.T) {
 // killable stands for a runner's process: once killed, nothing it sends
 // reaches the store any more.
 type killable struct {
-	lockx.Backend
+	driver.Backend
 	dead atomic.Bool
 }
 
 var errKilled = errors.New("process killed")
 
-func (k *killable) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+func (k *killable) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
 	if k.dead.Load() {
-		return lockx.Result{}, lockx.Unavailable("acquire", errKilled)
+		return driver.Result{}, driver.Unavailable("acquire", errKilled)
 	}
 	return k.Backend.Acquire(ctx, req)
 }
 
 func (k *killable) Extend(ctx context.Context, key string, owner lockx.Owner, lease time.Duration) error {
 	if k.dead.Load() {
-		return lockx.Unavailable("extend", errKilled)
+		return driver.Unavailable("extend", errKilled)
 	}
 	return k.Backend.Extend(ctx, key, owner, lease)
 }
 
 func (k *killable) Release(ctx context.Context, key string, owner lockx.Owner) error {
 	if k.dead.Load() {
-		return lockx.Unavailable("release", errKilled)
+		return driver.Unavailable("release", errKilled)
 	}
 	return k.Backend.Release(ctx, key, owner)
 }
@@ -92,19 +93,19 @@ func (s *killScenario) guard(t *testing.T, locks *lockx.Client, name string, i i
 func TestRunnerKilledAtMostOnce(t *testing.T) {
 	t.Parallel()
 	b := memlock.New()
-	killedAtMostOnce(t, func() lockx.Backend { return b })
+	killedAtMostOnce(t, func() driver.Backend { return b })
 }
 
 func TestRunnerKilledAtLeastOnce(t *testing.T) {
 	t.Parallel()
 	b := memlock.New()
-	killedAtLeastOnce(t, func() lockx.Backend { return b }, cronguard.NewMemStore(0))
+	killedAtLeastOnce(t, func() driver.Backend { return b }, cronguard.NewMemStore(0))
 }
 
 // killedAtMostOnce: a runner killed mid-job leaves its trigger claimed; no
 // instance runs it again before AtMostFor. newBackend returns backends of
 // one store, one per instance.
-func killedAtMostOnce(t *testing.T, newBackend func() lockx.Backend, opts ...cronguard.Option) {
+func killedAtMostOnce(t *testing.T, newBackend func() driver.Backend, opts ...cronguard.Option) {
 	s := &killScenario{atMost: time.Second, started: make(chan struct{}), unblock: make(chan struct{}), opts: opts}
 	name := jobName(t)
 	k := &killable{Backend: newBackend()}
@@ -159,7 +160,7 @@ func killedAtMostOnce(t *testing.T, newBackend func() lockx.Backend, opts ...cro
 
 // killedAtLeastOnce: under AtLeastOnce, a runner killed mid-job is replaced
 // by one waiting instance; the others find the trigger done in store.
-func killedAtLeastOnce(t *testing.T, newBackend func() lockx.Backend, store cronguard.Store) {
+func killedAtLeastOnce(t *testing.T, newBackend func() driver.Backend, store cronguard.Store) {
 	s := &killScenario{atMost: 5 * time.Second, started: make(chan struct{}), unblock: make(chan struct{}),
 		opts: []cronguard.Option{cronguard.WithDelivery(cronguard.AtLeastOnce), cronguard.WithStore(store)}}
 	name := jobName(t)
@@ -229,7 +230,7 @@ func killedAtLeastOnce(t *testing.T, newBackend func() lockx.Backend, store cron
 	}
 }
 
-func clientOf(t *testing.T, b lockx.Backend) *lockx.Client {
+func clientOf(t *testing.T, b driver.Backend) *lockx.Client {
 	c := lockx.New(b)
 	t.Cleanup(func() { _ = c.Close() })
 	return c

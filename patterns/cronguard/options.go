@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/wallclock"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // Delivery chooses what happens to a trigger whose runner dies mid-run.
@@ -51,7 +52,7 @@ type config struct {
 
 	// derived by build
 	period     time.Duration
-	clock      Clock
+	clock      driver.Clock
 	runnerTTL  time.Duration // AtLeastOnce: the renewed lease
 	resolution time.Duration
 }
@@ -225,7 +226,7 @@ func build(locks *lockx.Client, job string, opts []Option) (config, error) {
 		return c, c.err
 	}
 	b := locks.Backend()
-	c.clock, _ = b.(Clock)
+	driver.As(b, &c.clock)
 	c.resolution = resolution(b)
 	c.period = period(c.schedule)
 	switch {
@@ -234,7 +235,7 @@ func build(locks *lockx.Client, job string, opts []Option) (config, error) {
 	case c.period < c.resolution:
 		c.fail("schedule", fmt.Sprintf("triggers %v apart, finer than the backend's clock resolution %v", c.period, c.resolution))
 	case c.backendTime && c.clock == nil:
-		c.fail("UsingBackendTime", fmt.Sprintf("backend %T does not implement cronguard.Clock", b))
+		c.fail("UsingBackendTime", fmt.Sprintf("backend %T does not implement driver.Clock", b))
 	case c.atMost > 0 && c.atLeast > c.atMost:
 		c.fail("AtLeastFor", fmt.Sprintf("%v is longer than AtMostFor %v", c.atLeast, c.atMost))
 	case c.delivery == AtLeastOnce && c.store == nil:

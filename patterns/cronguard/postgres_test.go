@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/patterns/cronguard"
 )
 
@@ -18,9 +19,9 @@ import (
 // separate processes would have (at most 4 connections: one holder session,
 // the listener, two for queries; PostgreSQL's 100 are shared by every test
 // on the machine), in a schema of the test's own dropped at cleanup.
-func pgBackends(t *testing.T) func() lockx.Backend {
+func pgBackends(t *testing.T) func() driver.Backend {
 	dsn, schema := pgSchema(t)
-	return func() lockx.Backend {
+	return func() driver.Backend {
 		b, closeBackend, err := crashBackend("postgres", dsn, schema)
 		if err != nil {
 			t.Fatal(err)
@@ -64,7 +65,9 @@ func TestFleetPostgres(t *testing.T) {
 // connections) before the parallel fleet tests start.
 func TestRunnerKilledAtLeastOncePostgres(t *testing.T) {
 	newBackend := pgBackends(t)
-	store, err := cronguard.NewBackendStore(newBackend().(lockx.ResultStore), time.Minute)
+	var rs driver.ResultStore
+	driver.As(newBackend(), &rs)
+	store, err := cronguard.NewBackendStore(rs, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +78,9 @@ func TestRunnerKilledAtLeastOncePostgres(t *testing.T) {
 // the durable claim of a BackendStore keeps the trigger from running again.
 func TestRunnerKilledAtMostOncePostgres(t *testing.T) {
 	newBackend := pgBackends(t)
-	store, err := cronguard.NewBackendStore(newBackend().(lockx.ResultStore), time.Minute)
+	var rs driver.ResultStore
+	driver.As(newBackend(), &rs)
+	store, err := cronguard.NewBackendStore(rs, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,9 +91,10 @@ func TestRunnerKilledAtMostOncePostgres(t *testing.T) {
 // agrees with the local clock, and triggers named by it run.
 func TestBackendTimePostgres(t *testing.T) {
 	b := pgBackends(t)()
-	clock, ok := b.(cronguard.Clock)
+	var clock driver.Clock
+	ok := driver.As(b, &clock)
 	if !ok {
-		t.Fatal("pglock.Backend does not implement cronguard.Clock")
+		t.Fatal("pglock.Backend does not implement driver.Clock")
 	}
 	now, err := clock.Now(context.Background())
 	if d := time.Since(now); err != nil || d < -time.Second || d > time.Second {

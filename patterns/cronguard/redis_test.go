@@ -8,6 +8,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/redislock"
 	"github.com/lockx-go/lockx/patterns/cronguard"
 )
@@ -22,10 +23,10 @@ func redisClients(t *testing.T) func(t *testing.T) *lockx.Client {
 
 // redisBackends returns a factory of backends with their own connection
 // pools, as separate processes would have, under one key prefix.
-func redisBackends(t *testing.T) func() lockx.Backend {
+func redisBackends(t *testing.T) func() driver.Backend {
 	addr := testenv.RedisAddr(t)
 	prefix := "cronguardtest:" + jobName(t) + ":"
-	return func() lockx.Backend {
+	return func() driver.Backend {
 		rdb := redis.NewClient(&redis.Options{Addr: addr})
 		t.Cleanup(func() { _ = rdb.Close() })
 		return redislock.New(rdb, redislock.WithPrefix(prefix))
@@ -42,7 +43,9 @@ func TestRunnerKilledAtMostOnceRedis(t *testing.T) {
 func TestRunnerKilledAtLeastOnceRedis(t *testing.T) {
 	t.Parallel()
 	newBackend := redisBackends(t)
-	store, err := cronguard.NewBackendStore(newBackend().(lockx.ResultStore), time.Minute)
+	var rs driver.ResultStore
+	driver.As(newBackend(), &rs)
+	store, err := cronguard.NewBackendStore(rs, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

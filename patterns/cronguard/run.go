@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // finishTimeout bounds the bookkeeping after a run: recording the outcome
@@ -126,12 +127,6 @@ func (cl *Claim) retainCtx(ctx context.Context) error {
 	return err
 }
 
-// lossNotifier is the capability of telling a holder that its lock is gone
-// (pglock: its session died); an AtMostOnce run then ends at once.
-type lossNotifier interface {
-	NotifyLoss(key string, owner lockx.Owner, fn func()) (stop func())
-}
-
 // watchLoss cancels an AtMostOnce run whose claim is lost before its lease
 // ends (a Redis failover, a PostgreSQL session that died): by the backend's
 // notification if it has one, else by asking for the claim's TTL every
@@ -146,7 +141,8 @@ func (cl *Claim) watchLoss(cancel context.CancelCauseFunc) {
 		cl.lost.Store(true)
 		cancel(lockx.ErrLost)
 	}
-	if ln, ok := c.b.(lossNotifier); ok {
+	var ln driver.LossNotifier
+	if driver.As(c.b, &ln) {
 		stop := ln.NotifyLoss(cl.key, cl.owner, lost)
 		cl.stops = append(cl.stops, func() bool { stop(); return true })
 		return

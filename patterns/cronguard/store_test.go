@@ -12,6 +12,7 @@ import (
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/internal/wallclock"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/lockx/redislock"
 	"github.com/lockx-go/lockx/patterns/cronguard"
@@ -93,12 +94,12 @@ func TestBackendStoreRedis(t *testing.T) {
 // granted, as after a Redis failover or when the holder's PostgreSQL session
 // died.
 type amnesiac struct {
-	lockx.Backend
+	driver.Backend
 	token atomic.Uint64
 }
 
-func (a *amnesiac) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
-	return lockx.Result{Acquired: true, Token: lockx.Token(a.token.Add(1)), TTL: req.Lease}, nil
+func (a *amnesiac) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
+	return driver.Result{Acquired: true, Token: lockx.Token(a.token.Add(1)), TTL: req.Lease}, nil
 }
 
 // With a BackendStore, an AtMostOnce claim survives the loss of its lock:
@@ -155,7 +156,7 @@ func TestDurableClaimSurvivesLostLock(t *testing.T) {
 
 // forgetful loses every lock right after granting it, as a Redis failover
 // to a replica that missed the write would.
-type forgetful struct{ lockx.Backend }
+type forgetful struct{ driver.Backend }
 
 func (forgetful) TTL(context.Context, string, lockx.Owner) (time.Duration, error) {
 	return 0, lockx.ErrNotHeld

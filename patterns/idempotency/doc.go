@@ -43,7 +43,7 @@
 //
 // # Stores
 //
-// Outcomes live in a lockx.ResultStore: memlock.Backend (in-process),
+// Outcomes live in a driver.ResultStore: memlock.Backend (in-process),
 // redislock.Backend (SET NX PX) and pglock.Backend (a table with a primary
 // key) implement it, and idemtest.RunStore checks any other. The HTTP layer
 // is package middleware (Idempotency) and middleware/echomw.

@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // Guard runs functions at most once per key: it holds the key's lock while
-// the function runs and keeps its outcome in a lockx.ResultStore for the
+// the function runs and keeps its outcome in a driver.ResultStore for the
 // retention period. It implements lockx.Idempotency; make one per service
 // and share it. A Guard is safe for concurrent use.
 type Guard struct {
@@ -24,7 +25,7 @@ var _ lockx.Idempotency = (*Guard)(nil)
 
 // New returns a Guard that locks through locks and stores outcomes in the
 // store set with WithStore or, by default, in locks' backend, which must then
-// implement lockx.ResultStore. An invalid option or a missing store is an
+// implement driver.ResultStore. An invalid option or a missing store is an
 // *lockx.ArgError.
 func New(locks *lockx.Client, opts ...Option) (*Guard, error) {
 	cfg := defaultConfig()
@@ -40,7 +41,8 @@ func New(locks *lockx.Client, opts ...Option) (*Guard, error) {
 		return nil, &lockx.ArgError{Arg: "client", Reason: "nil"}
 	}
 	if cfg.store == nil {
-		s, ok := locks.Backend().(lockx.ResultStore)
+		var s driver.ResultStore
+		ok := driver.As(locks.Backend(), &s)
 		if !ok {
 			return nil, &lockx.ArgError{Arg: "store", Reason: fmt.Sprintf("backend %T keeps no results: pass WithStore", locks.Backend())}
 		}
@@ -50,7 +52,7 @@ func New(locks *lockx.Client, opts ...Option) (*Guard, error) {
 }
 
 // Store returns the store the Guard keeps outcomes in.
-func (g *Guard) Store() lockx.ResultStore { return g.cfg.store }
+func (g *Guard) Store() driver.ResultStore { return g.cfg.store }
 
 // Retention returns how long the Guard keeps outcomes.
 func (g *Guard) Retention() time.Duration { return g.cfg.retention }
@@ -139,7 +141,7 @@ func (g *Guard) check(ctx context.Context, key string, haveFn bool) (string, err
 		return "", keyErr(key, &lockx.ArgError{Arg: "key", Reason: "empty"})
 	}
 	k := g.cfg.prefix + key
-	if err := lockx.CheckResultArgs(k, g.cfg.retention); err != nil {
+	if err := driver.CheckResultArgs(k, g.cfg.retention); err != nil {
 		return "", keyErr(key, err)
 	}
 	return k, nil
@@ -147,13 +149,13 @@ func (g *Guard) check(ctx context.Context, key string, haveFn bool) (string, err
 
 // lookup replays key's outcome if there is one. done is false only when
 // there is none; a store failure is final (fail closed: run nothing).
-func (g *Guard) lookup(ctx context.Context, store lockx.ResultStore, key, k string, fp []byte) (v []byte, replayed bool, err error, done bool) {
+func (g *Guard) lookup(ctx context.Context, store driver.ResultStore, key, k string, fp []byte) (v []byte, replayed bool, err error, done bool) {
 	o, err := store.LoadResult(ctx, k)
 	switch {
 	case err == nil:
 		v, replayed, err = g.replay(key, o, fp)
 		return v, replayed, err, true
-	case errors.Is(err, lockx.ErrNoResult):
+	case errors.Is(err, driver.ErrNoResult):
 		return nil, false, nil, false
 	default:
 		return nil, false, keyErr(key, err), true
@@ -197,8 +199,8 @@ func runUnder(ctx context.Context, l *lockx.Lock, fn func(context.Context) ([]by
 	return fn(fctx)
 }
 
-func (g *Guard) outcome(fp, v []byte, err error) lockx.Outcome {
-	o := lockx.Outcome{Fingerprint: fp, Created: time.Now()}
+func (g *Guard) outcome(fp, v []byte, err error) driver.Outcome {
+	o := driver.Outcome{Fingerprint: fp, Created: time.Now()}
 	if err == nil {
 		o.Value = v
 		return o
@@ -213,7 +215,7 @@ func (g *Guard) outcome(fp, v []byte, err error) lockx.Outcome {
 	return o
 }
 
-func (g *Guard) replay(key string, o lockx.Outcome, fp []byte) ([]byte, bool, error) {
+func (g *Guard) replay(key string, o driver.Outcome, fp []byte) ([]byte, bool, error) {
 	if len(fp) > 0 && len(o.Fingerprint) > 0 && subtle.ConstantTimeCompare(fp, o.Fingerprint) != 1 {
 		return nil, false, keyErr(key, lockx.ErrKeyReused)
 	}

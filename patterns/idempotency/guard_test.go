@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/patterns/idempotency"
 )
@@ -217,7 +218,7 @@ func TestDefaultRetryable(t *testing.T) {
 		{context.Canceled, true},
 		{fmt.Errorf("x: %w", context.DeadlineExceeded), true},
 		{lockx.ErrLost, true},
-		{lockx.Unavailable("get", errors.New("conn refused")), true},
+		{driver.Unavailable("get", errors.New("conn refused")), true},
 		{idempotency.Retry(errDeclined), true},
 		{errDeclined, false},
 		{errors.New("validation failed"), false},
@@ -271,7 +272,7 @@ func TestFingerprint(t *testing.T) {
 func TestCrashedHolder(t *testing.T) {
 	g, b := newGuard(t)
 	ctx := context.Background()
-	_, err := b.Acquire(ctx, lockx.Request{Key: idempotency.DefaultPrefix + "k", Owner: lockx.NewOwner(), Lease: 200 * time.Millisecond})
+	_, err := b.Acquire(ctx, driver.Request{Key: idempotency.DefaultPrefix + "k", Owner: lockx.NewOwner(), Lease: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,26 +341,26 @@ func TestCancelledWhileWaiting(t *testing.T) {
 
 // flakyStore fails on demand.
 type flakyStore struct {
-	lockx.ResultStore
+	driver.ResultStore
 	loadErr, saveErr error
 }
 
-func (s *flakyStore) LoadResult(ctx context.Context, key string) (lockx.Outcome, error) {
+func (s *flakyStore) LoadResult(ctx context.Context, key string) (driver.Outcome, error) {
 	if s.loadErr != nil {
-		return lockx.Outcome{}, s.loadErr
+		return driver.Outcome{}, s.loadErr
 	}
 	return s.ResultStore.LoadResult(ctx, key)
 }
 
-func (s *flakyStore) SaveResult(ctx context.Context, key string, o lockx.Outcome, d time.Duration) (lockx.Outcome, bool, error) {
+func (s *flakyStore) SaveResult(ctx context.Context, key string, o driver.Outcome, d time.Duration) (driver.Outcome, bool, error) {
 	if s.saveErr != nil {
-		return lockx.Outcome{}, false, s.saveErr
+		return driver.Outcome{}, false, s.saveErr
 	}
 	return s.ResultStore.SaveResult(ctx, key, o, d)
 }
 
 func TestStoreFailure(t *testing.T) {
-	down := lockx.Unavailable("get", errors.New("connection refused"))
+	down := driver.Unavailable("get", errors.New("connection refused"))
 	store := &flakyStore{ResultStore: memlock.NewResultStore(), loadErr: down}
 	g, _ := newGuard(t, idempotency.WithStore(store))
 	ctx := context.Background()
@@ -404,7 +405,7 @@ func TestNewAndArguments(t *testing.T) {
 	}
 }
 
-type noResults struct{ lockx.Backend }
+type noResults struct{ driver.Backend }
 
 func TestForget(t *testing.T) {
 	g, _ := newGuard(t)

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // Defaults of a Guard.
@@ -20,7 +21,7 @@ const (
 type Option func(*config)
 
 type config struct {
-	store     lockx.ResultStore
+	store     driver.ResultStore
 	retention time.Duration
 	wait      time.Duration
 	retryable func(error) bool
@@ -41,10 +42,10 @@ func (c *config) fail(arg, reason string) {
 }
 
 // WithStore sets where outcomes are kept. Without it the Guard uses the
-// client's backend if it implements lockx.ResultStore (memlock, redislock and
+// client's backend if it implements driver.ResultStore (memlock, redislock and
 // pglock do). Keeping outcomes in a different system than the locks is
 // allowed, for instance locks in Redis and outcomes in PostgreSQL.
-func WithStore(s lockx.ResultStore) Option {
+func WithStore(s driver.ResultStore) Option {
 	return func(c *config) {
 		if s == nil {
 			c.fail("store", "nil")

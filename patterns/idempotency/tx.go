@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // The unique-index fallback (Brandur's design): for work that writes to a
@@ -25,7 +26,7 @@ import (
 // transaction as the work it is the outcome of. pglock.ResultStore
 // implements it for pgx.Tx.
 type TxStore[Tx any] interface {
-	lockx.ResultStore
+	driver.ResultStore
 	// InTx opens a transaction, claims key in it and calls body with it.
 	// The claim inserts key's record under a UNIQUE constraint, so that a
 	// concurrent InTx for key blocks at its own claim until this
@@ -37,7 +38,7 @@ type TxStore[Tx any] interface {
 	// retention in the transaction, which commits, and InTx returns it and
 	// true. A Failed outcome rolls back body's own writes first (body runs
 	// in a savepoint after the claim), so only the outcome commits.
-	InTx(ctx context.Context, key string, retention time.Duration, body func(ctx context.Context, tx Tx) (lockx.Outcome, error)) (lockx.Outcome, bool, error)
+	InTx(ctx context.Context, key string, retention time.Duration, body func(ctx context.Context, tx Tx) (driver.Outcome, error)) (driver.Outcome, bool, error)
 }
 
 // RunTx is Guard.Run for work inside a database transaction: fn's writes
@@ -84,13 +85,13 @@ func runTxLocked[Tx any](ctx context.Context, g *Guard, store TxStore[Tx], key, 
 		ferr    error
 		retried bool
 	)
-	o, claimed, err := store.InTx(ctx, k, g.cfg.retention, func(ctx context.Context, tx Tx) (lockx.Outcome, error) {
+	o, claimed, err := store.InTx(ctx, k, g.cfg.retention, func(ctx context.Context, tx Tx) (driver.Outcome, error) {
 		fctx, done := under(ctx)
 		defer done()
 		v, ferr = fn(fctx, tx)
 		if ferr != nil && (IsRetry(ferr) || g.cfg.retryable(ferr)) {
 			retried = true
-			return lockx.Outcome{}, ferr
+			return driver.Outcome{}, ferr
 		}
 		return g.outcome(fp, v, ferr), nil
 	})

@@ -14,7 +14,7 @@
 //
 //   - Token is the lock's fencing token: it rises with every new leader on
 //     every backend, so a resource that keeps the highest term it has seen
-//     (lockx.FenceStore, middleware.Fencing) refuses the writes of a leader
+//     (driver.FenceStore, middleware.Fencing) refuses the writes of a leader
 //     that was deposed while paused or cut off.
 //   - Context is cancelled when the term ends, with an *EndError cause that
 //     matches lockx.ErrLost, ErrResigned or lockx.ErrClosed. Loss is
@@ -29,7 +29,7 @@
 // (or sooner where the backend sees the crash: a PostgreSQL or MySQL
 // session, a ZooKeeper session).
 //
-// Leader reads who leads from the backend (lockx.Inspector): the identity
+// Leader reads who leads from the backend (driver.Inspector): the identity
 // (WithIdentity, default host:pid) travels in the lock's owner id beside
 // 128 random bits, so no record of its own is needed and every backend
 // with an Inspector answers. Observe polls it and streams the changes.

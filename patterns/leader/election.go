@@ -76,7 +76,7 @@ func (e *Election) Lease() time.Duration { return e.cfg.lease }
 // resigns or dies wakes the next one by the backend's notification.
 //
 // The term's token comes from the lock's grant: it rises with every new
-// leader, so resources fenced on it (lockx.FenceStore) refuse a deposed
+// leader, so resources fenced on it (driver.FenceStore) refuse a deposed
 // leader's writes.
 func (e *Election) Campaign(ctx context.Context) (*Term, error) {
 	if ctx == nil {
@@ -177,7 +177,7 @@ func (e *EndError) Unwrap() error { return e.Err }
 
 // Token returns the term: the fencing token of the leader's lock. Pass it
 // to the resources the leader writes, which keep the highest term seen and
-// refuse lower ones (lockx.FenceStore, middleware.Fencing).
+// refuse lower ones (driver.FenceStore, middleware.Fencing).
 func (t *Term) Token() lockx.Token { return t.l.Token() }
 
 // Identity returns the identity of the leader (this instance).

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/patterns/leader"
 )
@@ -22,7 +23,7 @@ type instance struct {
 	c   *leader.Candidate
 }
 
-func startInstance(t *testing.T, store lockx.Backend, id string, opts ...leader.HTTPOption) *instance {
+func startInstance(t *testing.T, store driver.Backend, id string, opts ...leader.HTTPOption) *instance {
 	locks := lockx.New(store)
 	e, err := leader.New(locks, "admin", leader.WithIdentity(id), leader.WithLease(5*time.Second))
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // Info describes who leads an election.
@@ -23,13 +24,14 @@ type Info struct {
 }
 
 // Leader returns who leads now, read from the backend, or ErrNoLeader.
-// It needs a backend that can describe a held lock (lockx.Inspector: every
+// It needs a backend that can describe a held lock (driver.Inspector: every
 // backend of this module does); other backends give lockx.ErrNoInspector.
 func (e *Election) Leader(ctx context.Context) (Info, error) {
 	if ctx == nil {
 		return Info{}, fmt.Errorf("leader: %w", &lockx.ArgError{Arg: "ctx", Reason: "nil"})
 	}
-	in, ok := e.c.Backend().(lockx.Inspector)
+	var in driver.Inspector
+	ok := driver.As(e.c.Backend(), &in)
 	if !ok {
 		return Info{}, fmt.Errorf("leader: %q: %w", e.name, lockx.ErrNoInspector)
 	}
@@ -57,7 +59,7 @@ func (e *Election) Observe(ctx context.Context) (<-chan Info, error) {
 	if ctx == nil {
 		return nil, fmt.Errorf("leader: %w", &lockx.ArgError{Arg: "ctx", Reason: "nil"})
 	}
-	if _, ok := e.c.Backend().(lockx.Inspector); !ok {
+	if !driver.As(e.c.Backend(), new(driver.Inspector)) {
 		return nil, fmt.Errorf("leader: %q: %w", e.name, lockx.ErrNoInspector)
 	}
 	ch := make(chan Info)

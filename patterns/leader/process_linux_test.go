@@ -17,6 +17,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/redislock"
 	"github.com/lockx-go/lockx/patterns/leader"
 )
@@ -113,7 +114,7 @@ func (r redisEnv) client(t *testing.T) (*redislock.Backend, *lockx.Client) {
 
 // waitQueued waits until someone waits behind e's leader (Redis counts
 // its fair waiters).
-func waitQueued(t *testing.T, b lockx.Inspector, e *leader.Election) {
+func waitQueued(t *testing.T, b driver.Inspector, e *leader.Election) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {

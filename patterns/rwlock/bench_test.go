@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/lockx/redislock"
 	"github.com/lockx-go/lockx/patterns/rwlock"
@@ -21,9 +22,9 @@ import (
 // "lock" takes a plain lockx lock for every operation, "rwlock" a read or
 // write lock. Compare ns/op between the two.
 func BenchmarkReadMostly(b *testing.B) {
-	backends := map[string]func(b *testing.B) lockx.Backend{
-		"memlock": func(*testing.B) lockx.Backend { return memlock.New() },
-		"redis": func(b *testing.B) lockx.Backend {
+	backends := map[string]func(b *testing.B) driver.Backend{
+		"memlock": func(*testing.B) driver.Backend { return memlock.New() },
+		"redis": func(b *testing.B) driver.Backend {
 			rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(b), PoolSize: 128})
 			b.Cleanup(func() { _ = rdb.Close() })
 			return redislock.New(rdb, redislock.WithPrefix("lockxbench:"+string(lockx.NewOwner())[:8]+":"))
@@ -78,8 +79,9 @@ func BenchmarkReadMostly(b *testing.B) {
 }
 
 // warmUp establishes the backend's wake-up subscription outside the timing.
-func warmUp(b *testing.B, be lockx.Backend, key string) {
-	if n, ok := be.(lockx.Notifier); ok {
+func warmUp(b *testing.B, be driver.Backend, key string) {
+	var n driver.Notifier
+	if driver.As(be, &n) {
 		_, cancel, err := n.Watch(context.Background(), key, lockx.NewOwner())
 		if err != nil {
 			b.Fatal(err)

@@ -1,5 +1,5 @@
 // Package rwlock provides distributed read/write locks on any lockx backend
-// that implements lockx.RWBackend (memlock, redislock): many readers or one
+// that implements driver.RWBackend (memlock, redislock): many readers or one
 // writer per key.
 //
 //	rw := rwlock.New(locks) // locks is a *lockx.Client
@@ -23,7 +23,7 @@
 //
 // Downgrade (write → read while holding) is allowed: Downgrade, or RLock
 // under the write handle's Context followed by its Release. Upgrade (read →
-// write) is refused with lockx.ErrUpgrade instead of deadlocking.
+// write) is refused with ErrUpgrade instead of deadlocking.
 //
 // Acquisitions under a handle's Context re-enter: RLock under a read
 // handle's Context returns a new handle on the same read hold (a nested read
@@ -44,5 +44,5 @@
 // A read/write key is its own namespace: it does not conflict with a plain
 // lockx lock or a semaphore of the same name. PostgreSQL support (shared
 // advisory locks) comes with the pglock backend implementing
-// lockx.RWBackend.
+// driver.RWBackend.
 package rwlock

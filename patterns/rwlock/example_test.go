@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/patterns/rwlock"
 )
@@ -60,7 +61,7 @@ func ExampleRW_Downgrade() {
 
 	// Upgrading back is refused at once rather than deadlocking.
 	_, err = rw.Lock(r.Context(), "config")
-	fmt.Println("upgrade refused:", errors.Is(err, lockx.ErrUpgrade))
+	fmt.Println("upgrade refused:", errors.Is(err, driver.ErrUpgrade))
 	_ = r.Release(ctx)
 	// Output:
 	// read token is the write's: true

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/backendtest"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/patterns/rwlock"
 )
 
@@ -57,7 +58,7 @@ func TestRapidRW(t *testing.T) {
 // be rounded down, ending up to 1 ms early, and the release check used the
 // time before the call, which a slow reply outlived: a 5 ms margin on Redis
 // covered both.)
-func rapidRW(t *rapid.T, newBackend func() lockx.Backend, strict bool) {
+func rapidRW(t *rapid.T, newBackend func() driver.Backend, strict bool) {
 	ctx := context.Background()
 	const nClients = 3
 	clients := make([]*lockx.Client, nClients)

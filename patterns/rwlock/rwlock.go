@@ -7,13 +7,21 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
+
+// ErrUpgrade reports an attempt to take the write side of a read/write lock
+// by an owner that holds its read side. Upgrading would deadlock as soon as
+// two readers tried it, so it is refused at once; release the read lock and
+// acquire the write lock instead (and re-check what you read). It is
+// driver.ErrUpgrade, the verdict backends return.
+var ErrUpgrade = driver.ErrUpgrade
 
 // RW hands out read/write locks through a lockx.Client. It is safe for
 // concurrent use; create one per Client and share it.
 type RW struct {
 	c          *lockx.Client
-	rb         lockx.RWBackend
+	rb         driver.RWBackend
 	readerPref bool
 	err        error
 }
@@ -27,7 +35,7 @@ type Option func(*RW)
 func ReaderPreference() Option { return func(rw *RW) { rw.readerPref = true } }
 
 // New returns an RW over c. If c's backend does not implement
-// lockx.RWBackend, every call returns an error matching errors.ErrUnsupported.
+// driver.RWBackend, every call returns an error matching errors.ErrUnsupported.
 func New(c *lockx.Client, opts ...Option) *RW {
 	rw := &RW{c: c}
 	for _, o := range opts {
@@ -39,9 +47,10 @@ func New(c *lockx.Client, opts ...Option) *RW {
 	case c == nil:
 		rw.err = &lockx.ArgError{Arg: "client", Reason: "nil"}
 	default:
-		rb, ok := c.Backend().(lockx.RWBackend)
+		var rb driver.RWBackend
+		ok := driver.As(c.Backend(), &rb)
 		if !ok {
-			rw.err = fmt.Errorf("rwlock: backend %T does not implement lockx.RWBackend: %w", c.Backend(), errors.ErrUnsupported)
+			rw.err = fmt.Errorf("rwlock: backend %T does not implement driver.RWBackend: %w", c.Backend(), errors.ErrUnsupported)
 		}
 		rw.rb = rb
 	}
@@ -53,25 +62,25 @@ func New(c *lockx.Client, opts ...Option) *RW {
 // refusal matches lockx.ErrNotAcquired. The options are lockx's per-call
 // options (WithWatchdog, WithLease, WithWait, WithQueueTTL, WithBackoff).
 func (rw *RW) RLock(ctx context.Context, key string, opts ...lockx.Option) (*lockx.Grant, error) {
-	return rw.acquire(ctx, lockx.ModeRead, key, opts, true)
+	return rw.acquire(ctx, driver.ModeRead, key, opts, true)
 }
 
 // TryRLock makes one attempt at a read lock on key.
 func (rw *RW) TryRLock(ctx context.Context, key string, opts ...lockx.Option) (*lockx.Grant, error) {
-	return rw.acquire(ctx, lockx.ModeRead, key, opts, false)
+	return rw.acquire(ctx, driver.ModeRead, key, opts, false)
 }
 
 // Lock obtains the write lock on key, waiting as RLock does. While it waits,
 // new readers are kept out (unless ReaderPreference). Called under a context
 // whose owner holds a read lock on key, it fails at once with an error
-// matching lockx.ErrUpgrade.
+// matching ErrUpgrade.
 func (rw *RW) Lock(ctx context.Context, key string, opts ...lockx.Option) (*lockx.Grant, error) {
-	return rw.acquire(ctx, lockx.ModeWrite, key, opts, true)
+	return rw.acquire(ctx, driver.ModeWrite, key, opts, true)
 }
 
 // TryLock makes one attempt at the write lock on key.
 func (rw *RW) TryLock(ctx context.Context, key string, opts ...lockx.Option) (*lockx.Grant, error) {
-	return rw.acquire(ctx, lockx.ModeWrite, key, opts, false)
+	return rw.acquire(ctx, driver.ModeWrite, key, opts, false)
 }
 
 // Downgrade turns the write lock w into a read lock without letting another
@@ -94,19 +103,19 @@ func (rw *RW) Downgrade(ctx context.Context, w *lockx.Grant, opts ...lockx.Optio
 	return r, nil
 }
 
-func (rw *RW) acquire(ctx context.Context, mode lockx.RWMode, key string, opts []lockx.Option, wait bool) (*lockx.Grant, error) {
+func (rw *RW) acquire(ctx context.Context, mode driver.RWMode, key string, opts []lockx.Option, wait bool) (*lockx.Grant, error) {
 	kind := "rlock"
-	if mode == lockx.ModeWrite {
+	if mode == driver.ModeWrite {
 		kind = "wlock"
 	}
 	if rw.err != nil {
 		return nil, &lockx.KeyError{Op: kind, Key: key, Err: rw.err}
 	}
-	rb, fair := rw.rb, mode == lockx.ModeWrite || !rw.readerPref
-	ops := lockx.GrantOps{
+	rb, fair := rw.rb, mode == driver.ModeWrite || !rw.readerPref
+	ops := driver.GrantOps{
 		Kind:      kind,
 		Reentrant: true,
-		Acquire: func(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+		Acquire: func(ctx context.Context, req driver.Request) (driver.Result, error) {
 			req.Fair = fair
 			return rb.AcquireRW(ctx, mode, req)
 		},
@@ -128,15 +137,15 @@ func (rw *RW) acquire(ctx context.Context, mode lockx.RWMode, key string, opts [
 // ends, and releases. If the lock was lost while fn ran, the error matches
 // lockx.ErrLost (joined with fn's error).
 func (rw *RW) RDo(ctx context.Context, key string, fn func(context.Context) error, opts ...lockx.Option) error {
-	return rw.do(ctx, lockx.ModeRead, key, fn, opts)
+	return rw.do(ctx, driver.ModeRead, key, fn, opts)
 }
 
 // Do runs fn under the write lock on key, as RDo does under a read lock.
 func (rw *RW) Do(ctx context.Context, key string, fn func(context.Context) error, opts ...lockx.Option) error {
-	return rw.do(ctx, lockx.ModeWrite, key, fn, opts)
+	return rw.do(ctx, driver.ModeWrite, key, fn, opts)
 }
 
-func (rw *RW) do(ctx context.Context, mode lockx.RWMode, key string, fn func(context.Context) error, opts []lockx.Option) error {
+func (rw *RW) do(ctx context.Context, mode driver.RWMode, key string, fn func(context.Context) error, opts []lockx.Option) error {
 	if fn == nil {
 		return &lockx.KeyError{Op: "do", Key: key, Err: &lockx.ArgError{Arg: "fn", Reason: "nil"}}
 	}

@@ -8,14 +8,15 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/patterns/rwlock"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// plainBackend implements only lockx.Backend.
-type plainBackend struct{ lockx.Backend }
+// plainBackend implements only driver.Backend.
+type plainBackend struct{ driver.Backend }
 
 func TestUnsupportedBackend(t *testing.T) {
 	c := lockx.New(plainBackend{})
@@ -42,7 +43,7 @@ func TestDoLost(t *testing.T) {
 	ctx := context.Background()
 	err := rw.RDo(ctx, "k", func(fctx context.Context) error {
 		owner, _ := lockx.OwnerFromContext(fctx)
-		if err := b.ReleaseRW(ctx, lockx.ModeRead, "k", owner); err != nil {
+		if err := b.ReleaseRW(ctx, driver.ModeRead, "k", owner); err != nil {
 			return err
 		}
 		<-fctx.Done() // the renewer notices at its next renewal

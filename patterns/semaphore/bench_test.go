@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/lockx/redislock"
 	"github.com/lockx-go/lockx/patterns/semaphore"
@@ -22,9 +23,9 @@ import (
 // with an empty critical section, so ns/op is the handoff cost. The
 // semaphore cases fail if more than 8 holders are ever seen at once.
 func BenchmarkHandoff(b *testing.B) {
-	backends := map[string]func(b *testing.B) lockx.Backend{
-		"memlock": func(*testing.B) lockx.Backend { return memlock.New() },
-		"redis": func(b *testing.B) lockx.Backend {
+	backends := map[string]func(b *testing.B) driver.Backend{
+		"memlock": func(*testing.B) driver.Backend { return memlock.New() },
+		"redis": func(b *testing.B) driver.Backend {
 			rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(b), PoolSize: 128})
 			b.Cleanup(func() { _ = rdb.Close() })
 			return redislock.New(rdb, redislock.WithPrefix("lockxbench:"+string(lockx.NewOwner())[:8]+":"))
@@ -42,7 +43,7 @@ func BenchmarkHandoff(b *testing.B) {
 					sem = semaphore.New(c, key, 8, semaphore.NonFair())
 				}
 				ctx := context.Background()
-				if n, ok := be.(lockx.Notifier); ok { // subscribe outside the timing
+				if n := driver.Notifier(nil); driver.As(be, &n) { // subscribe outside the timing
 					_, cancel, err := n.Watch(ctx, key, lockx.NewOwner())
 					if err != nil {
 						b.Fatal(err)

@@ -1,5 +1,5 @@
 // Package semaphore provides a distributed counting semaphore on any lockx
-// backend that implements lockx.SemaphoreBackend (memlock, redislock): at
+// backend that implements driver.SemaphoreBackend (memlock, redislock): at
 // most limit permits of a named semaphore are held at once, across every
 // process sharing the backend.
 //
@@ -33,5 +33,5 @@
 //
 // A semaphore key is its own namespace: it does not conflict with a plain
 // lockx lock or a read/write lock of the same name. PostgreSQL support comes
-// with the pglock backend implementing lockx.SemaphoreBackend.
+// with the pglock backend implementing driver.SemaphoreBackend.
 package semaphore

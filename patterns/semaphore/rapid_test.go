@@ -10,6 +10,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/backendtest"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/patterns/semaphore"
 )
 
@@ -52,7 +53,7 @@ func TestRapidSemaphore(t *testing.T) {
 // permit the client still counted as live when the backend answered are
 // checked on all three, with no clock margin (Redis lease ends are rounded up to
 // the server's next millisecond; see rapidRW in patterns/rwlock).
-func rapidSemaphore(t *rapid.T, newBackend func() lockx.Backend, strict bool) {
+func rapidSemaphore(t *rapid.T, newBackend func() driver.Backend, strict bool) {
 	ctx := context.Background()
 	const nClients = 3
 	clients := make([]*lockx.Client, nClients)

@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // Semaphore is a named counting semaphore. It is safe for concurrent use.
 type Semaphore struct {
 	c       *lockx.Client
-	sb      lockx.SemaphoreBackend
+	sb      driver.SemaphoreBackend
 	key     string
 	limit   atomic.Int64
 	nonFair bool
@@ -29,7 +30,7 @@ func NonFair() Option { return func(s *Semaphore) { s.nonFair = true } }
 
 // New returns the semaphore key with limit permits, served through c. A
 // limit below 1, a nil client, or a backend that does not implement
-// lockx.SemaphoreBackend (errors.ErrUnsupported) make every call fail.
+// driver.SemaphoreBackend (errors.ErrUnsupported) make every call fail.
 func New(c *lockx.Client, key string, limit int64, opts ...Option) *Semaphore {
 	s := &Semaphore{c: c, key: key}
 	s.limit.Store(limit)
@@ -44,9 +45,10 @@ func New(c *lockx.Client, key string, limit int64, opts ...Option) *Semaphore {
 	case limit <= 0:
 		s.err = &lockx.ArgError{Arg: "limit", Reason: "must be positive"}
 	default:
-		sb, ok := c.Backend().(lockx.SemaphoreBackend)
+		var sb driver.SemaphoreBackend
+		ok := driver.As(c.Backend(), &sb)
 		if !ok {
-			s.err = fmt.Errorf("semaphore: backend %T does not implement lockx.SemaphoreBackend: %w", c.Backend(), errors.ErrUnsupported)
+			s.err = fmt.Errorf("semaphore: backend %T does not implement driver.SemaphoreBackend: %w", c.Backend(), errors.ErrUnsupported)
 		}
 		s.sb = sb
 	}
@@ -93,9 +95,9 @@ func (s *Semaphore) TryAcquireN(ctx context.Context, n int64, opts ...lockx.Opti
 }
 
 // Usage reports the permits in use, their holders and the queued waiters.
-func (s *Semaphore) Usage(ctx context.Context) (lockx.PermitUsage, error) {
+func (s *Semaphore) Usage(ctx context.Context) (driver.PermitUsage, error) {
 	if s.err != nil {
-		return lockx.PermitUsage{}, &lockx.KeyError{Op: "usage", Key: s.key, Err: s.err}
+		return driver.PermitUsage{}, &lockx.KeyError{Op: "usage", Key: s.key, Err: s.err}
 	}
 	u, err := s.sb.Permits(ctx, s.key)
 	if err != nil {
@@ -116,11 +118,11 @@ func (s *Semaphore) acquire(ctx context.Context, n int64, opts []lockx.Option, w
 		return nil, &lockx.KeyError{Op: "permit", Key: s.key, Err: &lockx.ArgError{Arg: "permits", Reason: fmt.Sprintf("%d is more than the limit %d", n, limit)}}
 	}
 	sb, fair := s.sb, !s.nonFair
-	ops := lockx.GrantOps{
+	ops := driver.GrantOps{
 		Kind: "permit",
-		Acquire: func(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+		Acquire: func(ctx context.Context, req driver.Request) (driver.Result, error) {
 			req.Fair = fair
-			return sb.AcquirePermits(ctx, lockx.PermitRequest{Request: req, Limit: s.limit.Load(), Count: n})
+			return sb.AcquirePermits(ctx, driver.PermitRequest{Request: req, Limit: s.limit.Load(), Count: n})
 		},
 		Extend:  sb.ExtendPermits,
 		Release: sb.ReleasePermits,

@@ -8,14 +8,15 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/patterns/semaphore"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// plainBackend implements only lockx.Backend.
-type plainBackend struct{ lockx.Backend }
+// plainBackend implements only driver.Backend.
+type plainBackend struct{ driver.Backend }
 
 func TestUnsupportedBackend(t *testing.T) {
 	sem := semaphore.New(lockx.New(plainBackend{}), "k", 1)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/lockx/redislock"
 	"github.com/lockx-go/lockx/patterns/stock"
@@ -26,7 +27,7 @@ import (
 const crashLease = time.Second
 
 // crashStock opens the SKU as every process of the test does.
-func crashStock(addr, prefix, dsn, schema, sku string, wrap func(lockx.OrderStore) lockx.OrderStore) (*stock.Stock, func(), error) {
+func crashStock(addr, prefix, dsn, schema, sku string, wrap func(driver.OrderStore) driver.OrderStore) (*stock.Stock, func(), error) {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	pool, err := pgxpool.New(context.Background(), dsn)
 	if err != nil {
@@ -34,7 +35,7 @@ func crashStock(addr, prefix, dsn, schema, sku string, wrap func(lockx.OrderStor
 		return nil, nil, err
 	}
 	c := lockx.New(redislock.New(rdb, redislock.WithPrefix(prefix)))
-	orders := lockx.OrderStore(pglock.NewOrderStore(pool, pglock.WithSchema(schema)))
+	orders := driver.OrderStore(pglock.NewOrderStore(pool, pglock.WithSchema(schema)))
 	if wrap != nil {
 		orders = wrap(orders)
 	}
@@ -45,11 +46,11 @@ func crashStock(addr, prefix, dsn, schema, sku string, wrap func(lockx.OrderStor
 // stallingOrders stops the purchase for good before (stage "taken") or
 // after (stage "saved") the order is saved.
 type stallingOrders struct {
-	lockx.OrderStore
+	driver.OrderStore
 	stage string
 }
 
-func (o stallingOrders) SaveOrder(ctx context.Context, order lockx.StockOrder) error {
+func (o stallingOrders) SaveOrder(ctx context.Context, order driver.StockOrder) error {
 	if o.stage == "taken" {
 		testenv.Say("stalled")
 		select {}
@@ -66,9 +67,9 @@ func (o stallingOrders) SaveOrder(ctx context.Context, order lockx.StockOrder) e
 // new buyers, each reported, until killed.
 var _ = testenv.Role("stock-buyer", func(args []string) error {
 	addr, prefix, dsn, schema, sku, stage := args[0], args[1], args[2], args[3], args[4], args[5]
-	var wrap func(lockx.OrderStore) lockx.OrderStore
+	var wrap func(driver.OrderStore) driver.OrderStore
 	if stage != "loop" {
-		wrap = func(o lockx.OrderStore) lockx.OrderStore { return stallingOrders{OrderStore: o, stage: stage} }
+		wrap = func(o driver.OrderStore) driver.OrderStore { return stallingOrders{OrderStore: o, stage: stage} }
 	}
 	s, closeAll, err := crashStock(addr, prefix, dsn, schema, sku, wrap)
 	if err != nil {

@@ -59,7 +59,7 @@
 // refused a second one meanwhile. Reserve holds units until a deadline for
 // payment flows; Confirm makes the purchase, Cancel or Expire (run it
 // periodically, from any process) returns them. With WithOrders, each
-// confirmed purchase is saved to a lockx.OrderStore; if saving fails the
+// confirmed purchase is saved to a driver.OrderStore; if saving fails the
 // units and the quota go back, and pglock.OrderStore's UNIQUE (sku, buyer)
 // index refuses a second order of a buyer even if a Redis quota counter was
 // lost in a failover. The order is saved while the units are held as a

@@ -13,6 +13,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/lockx/redislock"
@@ -32,7 +33,7 @@ func randHex(n int) string {
 type env struct {
 	name    string
 	clients []*lockx.Client
-	orders  []lockx.OrderStore
+	orders  []driver.OrderStore
 }
 
 type envMaker struct {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // Mode selects how a deduction is made atomic.
@@ -43,8 +44,8 @@ var (
 	// were when this process last looked.
 	ErrSoldOut = errors.New("stock: sold out")
 	// ErrLimit reports that the buyer has reached the per-user purchase
-	// limit. It also matches lockx.ErrQuotaExceeded or
-	// lockx.ErrDuplicateOrder, whichever refused the order.
+	// limit. It also matches driver.ErrQuotaExceeded or
+	// driver.ErrDuplicateOrder, whichever refused the order.
 	ErrLimit = errors.New("stock: purchase limit reached")
 	// ErrBusy reports a purchase refused by the local rate limit
 	// (WithLocalRate) before it reached the backend.
@@ -59,12 +60,12 @@ var (
 // Option configures a Stock.
 type Option func(*Stock)
 
-// WithSegments sets the segment count K (1 ≤ k ≤ lockx.MaxStockSegments).
+// WithSegments sets the segment count K (1 ≤ k ≤ driver.MaxStockSegments).
 // It matters only to the Init that creates the SKU; later Stocks adopt the
 // SKU's count.
 func WithSegments(k int) Option {
 	return func(s *Stock) {
-		if k < 1 || k > lockx.MaxStockSegments {
+		if k < 1 || k > driver.MaxStockSegments {
 			s.fail(&lockx.ArgError{Arg: "segments", Reason: "out of range"})
 			return
 		}
@@ -92,7 +93,7 @@ func WithLimit(n int64) Option { return func(s *Stock) { s.limit = n } }
 // WithOrders persists every confirmed purchase in store (pglock.OrderStore
 // for PostgreSQL). If persisting fails, the purchase fails and its units go
 // back to the stock.
-func WithOrders(store lockx.OrderStore) Option { return func(s *Stock) { s.orders = store } }
+func WithOrders(store driver.OrderStore) Option { return func(s *Stock) { s.orders = store } }
 
 // DefaultPurchaseLease is how long Buy holds a purchase's units as a
 // reservation while it saves the order (WithOrders).

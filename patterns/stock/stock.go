@@ -13,21 +13,22 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // Stock is one SKU's inventory, split into segments, on a backend that
-// implements lockx.StockBackend. It is safe for concurrent use; any number
+// implements driver.StockBackend. It is safe for concurrent use; any number
 // of Stocks in any number of processes may serve the same SKU.
 type Stock struct {
 	c          *lockx.Client
-	sb         lockx.StockBackend
+	sb         driver.StockBackend
 	sku        string
 	k          int          // segments asked for (Init)
 	segs       atomic.Int64 // the SKU's segment count, 0 before Init
 	all        atomic.Pointer[[]int]
 	mode       Mode
 	limit      int64
-	orders     lockx.OrderStore
+	orders     driver.OrderStore
 	lease      time.Duration // WithPurchaseLease
 	soldOutTTL time.Duration
 	soldOut    atomic.Int64 // unix nanos until which the local verdict holds
@@ -60,7 +61,7 @@ type Part struct {
 }
 
 // New returns the stock of sku served through c. The backend of c must
-// implement lockx.StockBackend (memlock, redislock, pglock); c's locks serve
+// implement driver.StockBackend (memlock, redislock, pglock); c's locks serve
 // the Locked mode and the gathering of multi-unit orders. A nil client, an
 // invalid option or an unsupported backend (errors.ErrUnsupported) make
 // every call fail. Call Init before buying.
@@ -77,12 +78,13 @@ func New(c *lockx.Client, sku string, opts ...Option) *Stock {
 		s.fail(&lockx.ArgError{Arg: "client", Reason: "nil"})
 		return s
 	}
-	if err := lockx.CheckStockArgs(sku, 0); err != nil {
+	if err := driver.CheckStockArgs(sku, 0); err != nil {
 		s.fail(err)
 	}
-	sb, ok := c.Backend().(lockx.StockBackend)
+	var sb driver.StockBackend
+	ok := driver.As(c.Backend(), &sb)
 	if !ok {
-		s.fail(fmt.Errorf("stock: backend %T does not implement lockx.StockBackend: %w", c.Backend(), errors.ErrUnsupported))
+		s.fail(fmt.Errorf("stock: backend %T does not implement driver.StockBackend: %w", c.Backend(), errors.ErrUnsupported))
 	}
 	s.sb = sb
 	return s
@@ -209,7 +211,7 @@ func (s *Stock) take(ctx context.Context, op, user string, qty int64, ttl time.D
 	}
 	if s.limit > 0 {
 		if _, err := s.sb.ClaimQuota(ctx, s.sku, user, qty, s.limit); err != nil {
-			if errors.Is(err, lockx.ErrQuotaExceeded) {
+			if errors.Is(err, driver.ErrQuotaExceeded) {
 				err = fmt.Errorf("%w: %w", ErrLimit, err)
 			}
 			return nil, s.keyErr(op, err)
@@ -241,7 +243,7 @@ func (s *Stock) deduct(ctx context.Context, id, user string, qty int64, ttl time
 	if err == nil {
 		return []Part{p}, nil
 	}
-	if !errors.Is(err, lockx.ErrStockShort) {
+	if !errors.Is(err, driver.ErrStockShort) {
 		return nil, err
 	}
 	cands := make([]int, 0, len(all))
@@ -273,7 +275,7 @@ func (s *Stock) deduct(ctx context.Context, id, user string, qty int64, ttl time
 			if err == nil {
 				return []Part{p}, nil
 			}
-			if !errors.Is(err, lockx.ErrStockShort) {
+			if !errors.Is(err, driver.ErrStockShort) {
 				return nil, err
 			}
 		}
@@ -329,7 +331,7 @@ func (s *Stock) gather(ctx context.Context, id, user string, qty int64, ttl time
 			case err == nil:
 				parts = append(parts, p)
 				need -= p.Qty
-			case !errors.Is(err, lockx.ErrStockShort):
+			case !errors.Is(err, driver.ErrStockShort):
 				return fail(err)
 			}
 		}
@@ -340,7 +342,7 @@ func (s *Stock) gather(ctx context.Context, id, user string, qty int64, ttl time
 // takeOne takes part p in one segment: one atomic step (LockFree), or under
 // the segment's lock a read and a compare-and-swap write (Locked).
 func (s *Stock) takeOne(ctx context.Context, p Part, user string, ttl time.Duration) error {
-	t := lockx.StockTake{SKU: s.sku, Seg: p.Seg, ID: p.Entry, User: user, Qty: p.Qty, TTL: ttl}
+	t := driver.StockTake{SKU: s.sku, Seg: p.Seg, ID: p.Entry, User: user, Qty: p.Qty, TTL: ttl}
 	if s.mode == Locked {
 		// Look before queueing for the lock: a segment that cannot serve
 		// the part is not worth the wait: one read is cheaper than a queue
@@ -350,7 +352,7 @@ func (s *Stock) takeOne(ctx context.Context, p Part, user string, ttl time.Durat
 			return err
 		}
 		if lv[0] < p.Qty {
-			return lockx.ErrStockShort
+			return driver.ErrStockShort
 		}
 		l, err := s.c.Acquire(ctx, "stock/"+s.sku+"/"+strconv.Itoa(p.Seg), s.lockOpts...)
 		if err != nil {
@@ -362,7 +364,7 @@ func (s *Stock) takeOne(ctx context.Context, p Part, user string, ttl time.Durat
 			return err
 		}
 		if lv[0] < p.Qty {
-			return lockx.ErrStockShort
+			return driver.ErrStockShort
 		}
 		t.Expect = lv[0]
 	}
@@ -382,18 +384,18 @@ func (s *Stock) persist(ctx context.Context, o *Order) error {
 	if s.orders == nil {
 		return nil
 	}
-	err := s.orders.SaveOrder(ctx, lockx.StockOrder{ID: o.ID, SKU: o.SKU, User: o.User, Qty: o.Qty, Unique: s.limit == 1})
+	err := s.orders.SaveOrder(ctx, driver.StockOrder{ID: o.ID, SKU: o.SKU, User: o.User, Qty: o.Qty, Unique: s.limit == 1})
 	if err == nil {
 		return nil
 	}
 	rctx := context.WithoutCancel(ctx)
-	if !errors.Is(err, lockx.ErrDuplicateOrder) {
+	if !errors.Is(err, driver.ErrDuplicateOrder) {
 		if cerr := s.orders.CancelOrder(rctx, o.SKU, o.ID); cerr != nil {
 			return fmt.Errorf("stock: persisting order %s: %w (units kept held: %w)", o.ID, err, cerr)
 		}
 	}
 	s.unquota(rctx, o.User, s.releaseParts(rctx, o))
-	if errors.Is(err, lockx.ErrDuplicateOrder) {
+	if errors.Is(err, driver.ErrDuplicateOrder) {
 		return fmt.Errorf("%w: %w", ErrLimit, err)
 	}
 	return fmt.Errorf("stock: persisting order %s: %w", o.ID, err)
@@ -423,7 +425,7 @@ func (s *Stock) commit(ctx context.Context, op string, o *Order) error {
 	}
 	for _, p := range o.Parts {
 		err := s.sb.SettleStock(ctx, s.sku, p.Seg, p.Entry, true)
-		if errors.Is(err, lockx.ErrNoStockEntry) {
+		if errors.Is(err, driver.ErrNoStockEntry) {
 			rctx := context.WithoutCancel(ctx)
 			var cerr error
 			if s.orders != nil {

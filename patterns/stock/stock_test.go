@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/patterns/stock"
 )
 
-// plainBackend implements only lockx.Backend.
-type plainBackend struct{ lockx.Backend }
+// plainBackend implements only driver.Backend.
+type plainBackend struct{ driver.Backend }
 
 func memStock(t *testing.T, total int64, opts ...stock.Option) (*stock.Stock, *memlock.Backend) {
 	t.Helper()
@@ -201,15 +202,15 @@ func TestCancel(t *testing.T) {
 
 // failingOrders fails every save, or reports a duplicate.
 type failingOrders struct {
-	lockx.OrderStore
+	driver.OrderStore
 	dup bool
 }
 
-func (f failingOrders) SaveOrder(ctx context.Context, o lockx.StockOrder) error {
+func (f failingOrders) SaveOrder(ctx context.Context, o driver.StockOrder) error {
 	if f.dup {
-		return lockx.ErrDuplicateOrder
+		return driver.ErrDuplicateOrder
 	}
-	return lockx.Unavailable("save order", errors.New("disk full"))
+	return driver.Unavailable("save order", errors.New("disk full"))
 }
 
 func (f failingOrders) CancelOrder(ctx context.Context, sku, id string) error { return nil }

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockx-go/lockx/internal/miniclock"
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/lockx/redislock"
@@ -23,10 +23,10 @@ type Backends struct {
 	// Describe says which backend serves what, for the startup banner.
 	Describe []string
 
-	newLocks func() (lockx.Backend, error) // one per replica (its own connections)
-	fences   func(lockx.Backend) lockx.FenceStore
-	results  func(lockx.Backend) lockx.ResultStore
-	orders   lockx.OrderStore // nil: stock without WithOrders
+	newLocks func() (driver.Backend, error) // one per replica (its own connections)
+	fences   func(driver.Backend) driver.FenceStore
+	results  func(driver.Backend) driver.ResultStore
+	orders   driver.OrderStore // nil: stock without WithOrders
 	book     OrderBook
 	closers  []func()
 	once     sync.Once
@@ -98,20 +98,20 @@ func Open(ctx context.Context, redisURL, postgresURL string) (*Backends, error) 
 			b.Close()
 			return nil, fmt.Errorf("redis: %w", err)
 		}
-		b.newLocks = func() (lockx.Backend, error) {
+		b.newLocks = func() (driver.Backend, error) {
 			return redislock.New(b.redis(opt)), nil
 		}
-		b.fences = func(l lockx.Backend) lockx.FenceStore { return l.(*redislock.Backend) }
-		b.results = func(l lockx.Backend) lockx.ResultStore { return l.(*redislock.Backend) }
+		b.fences = func(l driver.Backend) driver.FenceStore { return l.(*redislock.Backend) }
+		b.results = func(l driver.Backend) driver.ResultStore { return l.(*redislock.Backend) }
 		b.Describe = append(b.Describe, "locks, stock, fences, idempotency: Redis "+redact(redisURL))
 		if b.book == nil {
 			b.book = &redisBook{rdb: b.redis(opt)}
 			b.Describe = append(b.Describe, "orders: Redis hash (no PostgreSQL given)")
 		}
 	case pool != nil:
-		b.newLocks = func() (lockx.Backend, error) { return pglock.New(pool), nil }
-		b.fences = func(lockx.Backend) lockx.FenceStore { return pglock.NewFenceStore(pool) }
-		b.results = func(lockx.Backend) lockx.ResultStore { return pglock.NewResultStore(pool) }
+		b.newLocks = func() (driver.Backend, error) { return pglock.New(pool), nil }
+		b.fences = func(driver.Backend) driver.FenceStore { return pglock.NewFenceStore(pool) }
+		b.results = func(driver.Backend) driver.ResultStore { return pglock.NewResultStore(pool) }
 		b.Describe = append(b.Describe, "locks, stock, fences, idempotency: PostgreSQL "+redact(postgresURL))
 	default:
 		mr := miniredis.NewMiniRedis()
@@ -120,9 +120,9 @@ func Open(ctx context.Context, redisURL, postgresURL string) (*Backends, error) 
 		}
 		b.closers = append(b.closers, mr.Close, miniclock.Follow(mr))
 		opt := &redis.Options{Addr: mr.Addr()}
-		b.newLocks = func() (lockx.Backend, error) { return redislock.New(b.redis(opt)), nil }
-		b.fences = func(l lockx.Backend) lockx.FenceStore { return l.(*redislock.Backend) }
-		b.results = func(l lockx.Backend) lockx.ResultStore { return l.(*redislock.Backend) }
+		b.newLocks = func() (driver.Backend, error) { return redislock.New(b.redis(opt)), nil }
+		b.fences = func(l driver.Backend) driver.FenceStore { return l.(*redislock.Backend) }
+		b.results = func(l driver.Backend) driver.ResultStore { return l.(*redislock.Backend) }
 		b.Describe = append(b.Describe,
 			"locks, stock, fences, idempotency: embedded miniredis at "+mr.Addr()+" (redislock's real Lua scripts)")
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/middleware/echomw"
 	"github.com/lockx-go/lockx/patterns/cronguard"
 	"github.com/lockx-go/lockx/patterns/idempotency"
@@ -64,8 +65,8 @@ type Service struct {
 	b       *Backends
 	stats   *Stats
 	locks   *lockx.Client
-	fences  lockx.FenceStore
-	inspect lockx.Inspector // nil if the lock backend has none
+	fences  driver.FenceStore
+	inspect driver.Inspector // nil if the lock backend has none
 	stocks  map[string]*stock.Stock
 	job     *cronguard.Job
 	e       *echo.Echo
@@ -117,7 +118,7 @@ func New(ctx context.Context, b *Backends, cfg Config, stats *Stats) (*Service, 
 	s.demoCtx, s.demoStop = context.WithCancel(context.Background())
 	s.locks = lockx.New(lb, lockx.WithWatchdog(5*time.Second))
 	s.fences = b.fences(lb)
-	s.inspect, _ = lb.(lockx.Inspector)
+	driver.As(lb, &s.inspect)
 	fail := func(err error) (*Service, error) { s.demoStop(); _ = s.locks.Close(); return nil, err }
 
 	for _, p := range cfg.Products {

@@ -41,6 +41,7 @@ import (
 
 	"github.com/lockx-go/lockx/faults"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/mysqllock"
 	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/lockx/redislock"
@@ -101,7 +102,7 @@ func main() {
 		os.Exit(2)
 	}
 
-	var b lockx.Backend
+	var b driver.Backend
 	var closers []func()
 	switch *backend {
 	case "redis", "sentinel", "cluster":
@@ -329,7 +330,7 @@ func (r renewals) Extended(_ context.Context, e lockx.ExtendEvent) {
 
 // brokenBackend is a deliberately broken lock (-broken).
 type brokenBackend struct {
-	lockx.Backend
+	driver.Backend
 	mode string
 }
 
@@ -347,7 +348,7 @@ func (b *brokenBackend) lease(d time.Duration) time.Duration {
 	return d
 }
 
-func (b *brokenBackend) Acquire(ctx context.Context, req lockx.Request) (lockx.Result, error) {
+func (b *brokenBackend) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
 	asked := req.Lease
 	req.Key, req.Lease, req.Renewed = b.key(req.Key), b.lease(req.Lease), false
 	res, err := b.Backend.Acquire(ctx, req)

@@ -132,7 +132,7 @@ type WatchCancel struct {
 }
 
 // Many is the body of POST /v1/locks/acquire-many: one all-or-nothing
-// attempt at a set of keys for one owner (lockx.ManyAcquirer). Keys come
+// attempt at a set of keys for one owner (driver.ManyAcquirer). Keys come
 // sorted, without duplicates.
 type Many struct {
 	Owner   string   `json:"owner"`

@@ -5,17 +5,18 @@ import (
 	"errors"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // Unavailable classifies err, the failure of operation op: an argument error
 // (lockx.ErrInvalidArgument) stays what it is, since retrying cannot help
 // it; anything else matches lockx.ErrUnavailable and keeps err as its cause
-// (lockx.Unavailable). A nil err stays nil.
+// (driver.Unavailable). A nil err stays nil.
 func Unavailable(op string, err error) error {
 	if errors.Is(err, lockx.ErrInvalidArgument) {
 		return err
 	}
-	return lockx.Unavailable(op, err)
+	return driver.Unavailable(op, err)
 }
 
 // Fail classifies err, the failure of a call made under ctx: once ctx has

@@ -3,7 +3,7 @@ package backendkit
 import "sync"
 
 // Losses holds the callbacks registered for one hold's loss
-// (lockx.LossNotifier's NotifyLoss). Each runs at most once: Fire takes
+// (driver.LossNotifier's NotifyLoss). Each runs at most once: Fire takes
 // them all, Drop forgets them (a release is no loss), and a registration's
 // stop may be called any number of times, before or after either.
 //

@@ -2,7 +2,7 @@ package backendkit
 
 import "github.com/lockx-go/lockx/lockx"
 
-// Watcher is one waiting attempt's registration (lockx.Notifier's Watch):
+// Watcher is one waiting attempt's registration (driver.Notifier's Watch):
 // a wake-up channel of capacity one, the waiting owner, and X, whatever
 // else the backend keeps about the registration.
 type Watcher[X any] struct {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/middleware"
 )
@@ -48,7 +49,7 @@ func (d *Docs) Get(id string) string {
 // NoopStore accepts every token: fencing switched off.
 type NoopStore struct{}
 
-// Fence implements lockx.FenceStore by accepting everything.
+// Fence implements driver.FenceStore by accepting everything.
 func (NoopStore) Fence(context.Context, string, lockx.Token) error { return nil }
 
 // Store names a FenceStore factory for the scenario.
@@ -56,7 +57,7 @@ type Store struct {
 	Name string
 	// New returns the store and, to have the same system issue the
 	// scenario's tokens, a lock backend (nil: memlock).
-	New func(t *testing.T) (lockx.FenceStore, lockx.Backend)
+	New func(t *testing.T) (driver.FenceStore, driver.Backend)
 	// Protects is false for NoopStore: the scenario must then see the stale
 	// write win, which proves that it really exercises the check.
 	Protects bool
@@ -66,15 +67,15 @@ type Store struct {
 // extra (Redis, PostgreSQL …).
 func Stores(extra ...Store) []Store {
 	return append([]Store{
-		{Name: "memlock", New: func(*testing.T) (lockx.FenceStore, lockx.Backend) { return memlock.NewFenceStore(), nil }, Protects: true},
-		{Name: "noop", New: func(*testing.T) (lockx.FenceStore, lockx.Backend) { return NoopStore{}, nil }, Protects: false},
+		{Name: "memlock", New: func(*testing.T) (driver.FenceStore, driver.Backend) { return memlock.NewFenceStore(), nil }, Protects: true},
+		{Name: "noop", New: func(*testing.T) (driver.FenceStore, driver.Backend) { return NoopStore{}, nil }, Protects: false},
 	}, extra...)
 }
 
 // Server builds the service under test: PUT /docs/{id} fenced by store,
 // writing the request body into docs with the resource named by the
 // Lock-Key header equal to "docs/{id}".
-type Server func(store lockx.FenceStore, docs *Docs) http.Handler
+type Server func(store driver.FenceStore, docs *Docs) http.Handler
 
 // Kleppmann runs the scenario of "How to do distributed locking" (2016)
 // against each store:

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lockx-go/lockx/internal/testenv"
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/pglock"
 )
 
@@ -17,7 +17,7 @@ import (
 // cleanup; pglock also issues the scenario's tokens.
 var Postgres = Store{
 	Name: "postgres",
-	New: func(t *testing.T) (lockx.FenceStore, lockx.Backend) {
+	New: func(t *testing.T) (driver.FenceStore, driver.Backend) {
 		pool, schema := PostgresSchema(t)
 		b := pglock.New(pool, pglock.WithSchema(schema))
 		t.Cleanup(func() { _ = b.Close() })

@@ -8,14 +8,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockx-go/lockx/internal/testenv"
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/redislock"
 )
 
 // Redis is the redislock fence store on the machine's Redis, under a fresh
 // prefix whose keys are deleted at cleanup (fence keys never expire).
 // redislock issues the scenario's tokens too.
-var Redis = Store{Name: "redis", New: func(t *testing.T) (lockx.FenceStore, lockx.Backend) {
+var Redis = Store{Name: "redis", New: func(t *testing.T) (driver.FenceStore, driver.Backend) {
 	b := RedisBackend(t)
 	return b, b
 }, Protects: true}

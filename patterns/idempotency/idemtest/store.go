@@ -1,9 +1,9 @@
-// Package idemtest is the conformance suite for lockx.ResultStore
+// Package idemtest is the conformance suite for driver.ResultStore
 // implementations, in the manner of testing/fstest: a store passes if
 // RunStore passes.
 //
 //	func TestResultStore(t *testing.T) {
-//		idemtest.RunStore(t, func(t *testing.T) lockx.ResultStore { return mystore.New(…) })
+//		idemtest.RunStore(t, func(t *testing.T) driver.ResultStore { return mystore.New(…) })
 //	}
 package idemtest
 
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // RunStore checks the ResultStore contract: load of a missing key, the
@@ -24,17 +25,17 @@ import (
 // argument errors and a cancelled context. newStore may return the same
 // store for every subtest (keys are unique per run), as stores shared by
 // several instances are.
-func RunStore(t *testing.T, newStore func(t *testing.T) lockx.ResultStore) {
+func RunStore(t *testing.T, newStore func(t *testing.T) driver.ResultStore) {
 	t.Helper()
 	ctx := context.Background()
 	key := func() string { return "idemtest:" + rand.Text() }
-	out := func(v string) lockx.Outcome {
-		return lockx.Outcome{Fingerprint: []byte("fp"), Value: []byte(v), Created: time.Now().Truncate(time.Millisecond)}
+	out := func(v string) driver.Outcome {
+		return driver.Outcome{Fingerprint: []byte("fp"), Value: []byte(v), Created: time.Now().Truncate(time.Millisecond)}
 	}
 
 	t.Run("Missing", func(t *testing.T) {
 		s := newStore(t)
-		if _, err := s.LoadResult(ctx, key()); !errors.Is(err, lockx.ErrNoResult) {
+		if _, err := s.LoadResult(ctx, key()); !errors.Is(err, driver.ErrNoResult) {
 			t.Fatalf("LoadResult(missing) = %v, want ErrNoResult", err)
 		}
 		if err := s.DeleteResult(ctx, key()); err != nil {
@@ -60,7 +61,7 @@ func RunStore(t *testing.T, newStore func(t *testing.T) lockx.ResultStore) {
 
 	t.Run("Failure", func(t *testing.T) {
 		s, k := newStore(t), key()
-		o := lockx.Outcome{Failed: true, Err: "card declined", Code: "declined", Created: time.Now()}
+		o := driver.Outcome{Failed: true, Err: "card declined", Code: "declined", Created: time.Now()}
 		if _, _, err := s.SaveResult(ctx, k, o, time.Minute); err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +104,7 @@ func RunStore(t *testing.T, newStore func(t *testing.T) lockx.ResultStore) {
 			t.Fatal(err)
 		}
 		time.Sleep(300 * time.Millisecond)
-		if _, err := s.LoadResult(ctx, k); !errors.Is(err, lockx.ErrNoResult) {
+		if _, err := s.LoadResult(ctx, k); !errors.Is(err, driver.ErrNoResult) {
 			t.Fatalf("LoadResult after retention = %v, want ErrNoResult", err)
 		}
 		got, saved, err := s.SaveResult(ctx, k, out("new"), time.Minute)
@@ -120,7 +121,7 @@ func RunStore(t *testing.T, newStore func(t *testing.T) lockx.ResultStore) {
 		if err := s.DeleteResult(ctx, k); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.LoadResult(ctx, k); !errors.Is(err, lockx.ErrNoResult) {
+		if _, err := s.LoadResult(ctx, k); !errors.Is(err, driver.ErrNoResult) {
 			t.Fatalf("LoadResult after delete = %v, want ErrNoResult", err)
 		}
 		if _, saved, err := s.SaveResult(ctx, k, out("y"), time.Minute); err != nil || !saved {

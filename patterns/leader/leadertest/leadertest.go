@@ -22,6 +22,7 @@ import (
 
 	"github.com/lockx-go/lockx/faults"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/patterns/leader"
 )
 
@@ -161,7 +162,8 @@ func testResign(t *testing.T, newClient NewClient) {
 // only what they exercise differs.
 func waitWaiting(t *testing.T, c *lockx.Client, e *leader.Election) {
 	t.Helper()
-	in, ok := c.Backend().(lockx.Inspector)
+	var in driver.Inspector
+	ok := driver.As(c.Backend(), &in)
 	deadline := time.Now().Add(5 * time.Second)
 	for ok && time.Now().Before(deadline) {
 		li, err := in.Lock(t.Context(), e.Key())
@@ -419,14 +421,15 @@ func testRun(t *testing.T, newClient NewClient) {
 	}
 }
 
-// testFence: where the backend keeps fences (lockx.FenceStore), a deposed
+// testFence: where the backend keeps fences (driver.FenceStore), a deposed
 // leader's term is refused once its successor has written.
 func testFence(t *testing.T, newClient NewClient) {
 	ctx := ctxT(t)
 	c := newClient(t)
-	fs, ok := c.Backend().(lockx.FenceStore)
+	var fs driver.FenceStore
+	ok := driver.As(c.Backend(), &fs)
 	if !ok {
-		t.Skip("the backend keeps no fences (no lockx.FenceStore); resources fence the term themselves")
+		t.Skip("the backend keeps no fences (no driver.FenceStore); resources fence the term themselves")
 	}
 	name := Name("fence")
 	a, b := elect(t, c, name, "a"), elect(t, newClient(t), name, "b")

@@ -1,5 +1,5 @@
 // Package stocktest is a conformance suite for implementations of
-// lockx.StockBackend: a backend that passes Run serves patterns/stock.
+// driver.StockBackend: a backend that passes Run serves patterns/stock.
 //
 //	func TestStock(t *testing.T) { stocktest.Run(t, myBackend) }
 package stocktest
@@ -15,11 +15,12 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
-// Run checks sb against the lockx.StockBackend contract. It uses SKUs of
+// Run checks sb against the driver.StockBackend contract. It uses SKUs of
 // its own (random names), so it may run against a shared store.
-func Run(t *testing.T, sb lockx.StockBackend) {
+func Run(t *testing.T, sb driver.StockBackend) {
 	t.Run("Init", func(t *testing.T) { testInit(t, sb) })
 	t.Run("Take", func(t *testing.T) { testTake(t, sb) })
 	t.Run("Settle", func(t *testing.T) { testSettle(t, sb) })
@@ -51,7 +52,7 @@ func allSegs(n int) []int {
 	return s
 }
 
-func levels(t *testing.T, sb lockx.StockBackend, sku string, n int) []int64 {
+func levels(t *testing.T, sb driver.StockBackend, sku string, n int) []int64 {
 	t.Helper()
 	l, err := sb.StockLevels(ctxT(t), sku, allSegs(n))
 	if err != nil {
@@ -60,7 +61,7 @@ func levels(t *testing.T, sb lockx.StockBackend, sku string, n int) []int64 {
 	return l
 }
 
-func balanced(t *testing.T, sb lockx.StockBackend, sku string, seg int) lockx.StockSegment {
+func balanced(t *testing.T, sb driver.StockBackend, sku string, seg int) driver.StockSegment {
 	t.Helper()
 	s, err := sb.StockSegment(ctxT(t), sku, seg)
 	if err != nil {
@@ -72,7 +73,7 @@ func balanced(t *testing.T, sb lockx.StockBackend, sku string, seg int) lockx.St
 	return s
 }
 
-func testInit(t *testing.T, sb lockx.StockBackend) {
+func testInit(t *testing.T, sb driver.StockBackend) {
 	ctx, sku := ctxT(t), SKU("init")
 	n, created, err := sb.InitStock(ctx, sku, []int64{3, 4, 5})
 	if err != nil || !created || n != 3 {
@@ -91,36 +92,36 @@ func testInit(t *testing.T, sb lockx.StockBackend) {
 	if s := balanced(t, sb, sku, 1); s.Level != 4 || s.Supplied != 4 || len(s.Entries) != 0 {
 		t.Fatalf("fresh segment %+v", s)
 	}
-	if _, err := sb.StockLevels(ctx, SKU("missing"), []int{0}); !errors.Is(err, lockx.ErrNoStock) {
+	if _, err := sb.StockLevels(ctx, SKU("missing"), []int{0}); !errors.Is(err, driver.ErrNoStock) {
 		t.Fatalf("StockLevels of a missing SKU: %v, want ErrNoStock", err)
 	}
-	if _, err := sb.TakeStock(ctx, lockx.StockTake{SKU: SKU("missing"), ID: "x", Qty: 1}); !errors.Is(err, lockx.ErrNoStock) {
+	if _, err := sb.TakeStock(ctx, driver.StockTake{SKU: SKU("missing"), ID: "x", Qty: 1}); !errors.Is(err, driver.ErrNoStock) {
 		t.Fatalf("TakeStock of a missing SKU: %v, want ErrNoStock", err)
 	}
 }
 
-func testTake(t *testing.T, sb lockx.StockBackend) {
+func testTake(t *testing.T, sb driver.StockBackend) {
 	ctx, sku := ctxT(t), SKU("take")
 	if _, _, err := sb.InitStock(ctx, sku, []int64{5, 1}); err != nil {
 		t.Fatal(err)
 	}
-	lv, err := sb.TakeStock(ctx, lockx.StockTake{SKU: sku, Seg: 0, ID: "a", User: "u:1", Qty: 2})
+	lv, err := sb.TakeStock(ctx, driver.StockTake{SKU: sku, Seg: 0, ID: "a", User: "u:1", Qty: 2})
 	if err != nil || lv != 3 {
 		t.Fatalf("TakeStock = %d, %v; want 3, nil", lv, err)
 	}
-	lv, err = sb.TakeStock(ctx, lockx.StockTake{SKU: sku, Seg: 0, ID: "a", User: "u:1", Qty: 2})
+	lv, err = sb.TakeStock(ctx, driver.StockTake{SKU: sku, Seg: 0, ID: "a", User: "u:1", Qty: 2})
 	if err != nil || lv != 3 {
 		t.Fatalf("repeated TakeStock = %d, %v; want 3, nil (no change)", lv, err)
 	}
-	lv, err = sb.TakeStock(ctx, lockx.StockTake{SKU: sku, Seg: 1, ID: "b", Qty: 2})
-	if !errors.Is(err, lockx.ErrStockShort) || lv != 1 {
+	lv, err = sb.TakeStock(ctx, driver.StockTake{SKU: sku, Seg: 1, ID: "b", Qty: 2})
+	if !errors.Is(err, driver.ErrStockShort) || lv != 1 {
 		t.Fatalf("TakeStock of 2 from 1 = %d, %v; want 1, ErrStockShort", lv, err)
 	}
-	lv, err = sb.TakeStock(ctx, lockx.StockTake{SKU: sku, Seg: 0, ID: "c", Qty: 1, Expect: 4})
-	if !errors.Is(err, lockx.ErrStockShort) || lv != 3 {
+	lv, err = sb.TakeStock(ctx, driver.StockTake{SKU: sku, Seg: 0, ID: "c", Qty: 1, Expect: 4})
+	if !errors.Is(err, driver.ErrStockShort) || lv != 3 {
 		t.Fatalf("TakeStock expecting 4 at 3 = %d, %v; want 3, ErrStockShort", lv, err)
 	}
-	lv, err = sb.TakeStock(ctx, lockx.StockTake{SKU: sku, Seg: 0, ID: "c", Qty: 1, Expect: 3})
+	lv, err = sb.TakeStock(ctx, driver.StockTake{SKU: sku, Seg: 0, ID: "c", Qty: 1, Expect: 3})
 	if err != nil || lv != 2 {
 		t.Fatalf("TakeStock expecting 3 at 3 = %d, %v; want 2, nil", lv, err)
 	}
@@ -135,12 +136,12 @@ func testTake(t *testing.T, sb lockx.StockBackend) {
 	}
 }
 
-func testSettle(t *testing.T, sb lockx.StockBackend) {
+func testSettle(t *testing.T, sb driver.StockBackend) {
 	ctx, sku := ctxT(t), SKU("settle")
 	if _, _, err := sb.InitStock(ctx, sku, []int64{5}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sb.TakeStock(ctx, lockx.StockTake{SKU: sku, ID: "a", User: "u", Qty: 2, TTL: time.Minute}); err != nil {
+	if _, err := sb.TakeStock(ctx, driver.StockTake{SKU: sku, ID: "a", User: "u", Qty: 2, TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	s := balanced(t, sb, sku, 0)
@@ -159,10 +160,10 @@ func testSettle(t *testing.T, sb lockx.StockBackend) {
 	if err := sb.SettleStock(ctx, sku, 0, "a", false); err != nil {
 		t.Fatalf("release: %v", err)
 	}
-	if err := sb.SettleStock(ctx, sku, 0, "a", false); !errors.Is(err, lockx.ErrNoStockEntry) {
+	if err := sb.SettleStock(ctx, sku, 0, "a", false); !errors.Is(err, driver.ErrNoStockEntry) {
 		t.Fatalf("release again: %v, want ErrNoStockEntry", err)
 	}
-	if err := sb.SettleStock(ctx, sku, 0, "zz", true); !errors.Is(err, lockx.ErrNoStockEntry) {
+	if err := sb.SettleStock(ctx, sku, 0, "zz", true); !errors.Is(err, driver.ErrNoStockEntry) {
 		t.Fatalf("confirm missing: %v, want ErrNoStockEntry", err)
 	}
 	if s := balanced(t, sb, sku, 0); s.Level != 5 || len(s.Entries) != 0 {
@@ -170,24 +171,24 @@ func testSettle(t *testing.T, sb lockx.StockBackend) {
 	}
 }
 
-func testExpiry(t *testing.T, sb lockx.StockBackend) {
+func testExpiry(t *testing.T, sb driver.StockBackend) {
 	ctx, sku := ctxT(t), SKU("expiry")
 	if _, _, err := sb.InitStock(ctx, sku, []int64{5}); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"r1", "r2"} {
-		if _, err := sb.TakeStock(ctx, lockx.StockTake{SKU: sku, ID: id, User: "u:" + id, Qty: 1, TTL: 40 * time.Millisecond}); err != nil {
+		if _, err := sb.TakeStock(ctx, driver.StockTake{SKU: sku, ID: id, User: "u:" + id, Qty: 1, TTL: 40 * time.Millisecond}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := sb.TakeStock(ctx, lockx.StockTake{SKU: sku, ID: "long", User: "v", Qty: 1, TTL: time.Minute}); err != nil {
+	if _, err := sb.TakeStock(ctx, driver.StockTake{SKU: sku, ID: "long", User: "v", Qty: 1, TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	if es, err := sb.ExpireStock(ctx, sku, 0, 10); err != nil || len(es) != 0 {
 		t.Fatalf("ExpireStock before the deadline = %v, %v", es, err)
 	}
 	time.Sleep(120 * time.Millisecond)
-	if err := sb.SettleStock(ctx, sku, 0, "r1", true); !errors.Is(err, lockx.ErrNoStockEntry) {
+	if err := sb.SettleStock(ctx, sku, 0, "r1", true); !errors.Is(err, driver.ErrNoStockEntry) {
 		t.Fatalf("confirm expired: %v, want ErrNoStockEntry", err)
 	}
 	if s := balanced(t, sb, sku, 0); s.Level != 2 || len(s.Entries) != 3 {
@@ -211,7 +212,7 @@ func testExpiry(t *testing.T, sb lockx.StockBackend) {
 	}
 }
 
-func testAdd(t *testing.T, sb lockx.StockBackend) {
+func testAdd(t *testing.T, sb driver.StockBackend) {
 	ctx, sku := ctxT(t), SKU("add")
 	if _, _, err := sb.InitStock(ctx, sku, []int64{1, 0}); err != nil {
 		t.Fatal(err)
@@ -219,7 +220,7 @@ func testAdd(t *testing.T, sb lockx.StockBackend) {
 	if lv, err := sb.AddStock(ctx, sku, 1, 7); err != nil || lv != 7 {
 		t.Fatalf("AddStock = %d, %v", lv, err)
 	}
-	if lv, err := sb.AddStock(ctx, sku, 1, -8); !errors.Is(err, lockx.ErrStockShort) || lv != 7 {
+	if lv, err := sb.AddStock(ctx, sku, 1, -8); !errors.Is(err, driver.ErrStockShort) || lv != 7 {
 		t.Fatalf("over-withdraw = %d, %v; want 7, ErrStockShort", lv, err)
 	}
 	if lv, err := sb.AddStock(ctx, sku, 1, -2); err != nil || lv != 5 {
@@ -230,15 +231,15 @@ func testAdd(t *testing.T, sb lockx.StockBackend) {
 	}
 }
 
-func testQuota(t *testing.T, sb lockx.StockBackend) {
+func testQuota(t *testing.T, sb driver.StockBackend) {
 	ctx, sku := ctxT(t), SKU("quota")
 	if n, err := sb.ClaimQuota(ctx, sku, "u", 1, 1); err != nil || n != 1 {
 		t.Fatalf("claim = %d, %v", n, err)
 	}
-	if n, err := sb.ClaimQuota(ctx, sku, "u", 1, 1); !errors.Is(err, lockx.ErrQuotaExceeded) || n != 1 {
+	if n, err := sb.ClaimQuota(ctx, sku, "u", 1, 1); !errors.Is(err, driver.ErrQuotaExceeded) || n != 1 {
 		t.Fatalf("claim past the limit = %d, %v; want 1, ErrQuotaExceeded", n, err)
 	}
-	if n, err := sb.ClaimQuota(ctx, sku, "v", 3, 2); !errors.Is(err, lockx.ErrQuotaExceeded) || n != 0 {
+	if n, err := sb.ClaimQuota(ctx, sku, "v", 3, 2); !errors.Is(err, driver.ErrQuotaExceeded) || n != 0 {
 		t.Fatalf("first claim past the limit = %d, %v; want 0, ErrQuotaExceeded", n, err)
 	}
 	if n, err := sb.ClaimQuota(ctx, sku, "u", -5, 0); err != nil || n != 0 {
@@ -252,7 +253,7 @@ func testQuota(t *testing.T, sb lockx.StockBackend) {
 	}
 }
 
-func testConcurrent(t *testing.T, sb lockx.StockBackend) {
+func testConcurrent(t *testing.T, sb driver.StockBackend) {
 	ctx, sku := ctxT(t), SKU("conc")
 	if _, _, err := sb.InitStock(ctx, sku, []int64{20}); err != nil {
 		t.Fatal(err)
@@ -261,11 +262,11 @@ func testConcurrent(t *testing.T, sb lockx.StockBackend) {
 	var won atomic.Int64
 	for i := range 60 {
 		wg.Go(func() {
-			_, err := sb.TakeStock(ctx, lockx.StockTake{SKU: sku, ID: "e" + string(rune('A'+i%26)) + string(rune('a'+i/26)), Qty: 1})
+			_, err := sb.TakeStock(ctx, driver.StockTake{SKU: sku, ID: "e" + string(rune('A'+i%26)) + string(rune('a'+i/26)), Qty: 1})
 			switch {
 			case err == nil:
 				won.Add(1)
-			case !errors.Is(err, lockx.ErrStockShort):
+			case !errors.Is(err, driver.ErrStockShort):
 				t.Errorf("TakeStock: %v", err)
 			}
 		})
@@ -279,9 +280,9 @@ func testConcurrent(t *testing.T, sb lockx.StockBackend) {
 	}
 }
 
-func testArgs(t *testing.T, sb lockx.StockBackend) {
+func testArgs(t *testing.T, sb driver.StockBackend) {
 	ctx := ctxT(t)
-	bad := []lockx.StockTake{
+	bad := []driver.StockTake{
 		{SKU: "", ID: "x", Qty: 1},
 		{SKU: "s", ID: "", Qty: 1},
 		{SKU: "s", ID: "x", Qty: 0},

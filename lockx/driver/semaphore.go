@@ -1,4 +1,4 @@
-package lockx
+package driver
 
 import (
 	"context"

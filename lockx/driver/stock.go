@@ -1,4 +1,4 @@
-package lockx
+package driver
 
 import (
 	"context"
@@ -90,9 +90,10 @@ func (s StockSegment) Balanced() bool {
 }
 
 // StockBackend is the optional capability of a Backend that keeps segmented
-// inventory counters (patterns/stock). Find it with a type assertion:
+// inventory counters (patterns/stock). Find it with As:
 //
-//	sb, ok := client.Backend().(lockx.StockBackend)
+//	var sb driver.StockBackend
+//	ok := driver.As(client.Backend(), &sb)
 //
 // Every method is one atomic step on one segment (InitStock on the SKU's
 // segment table), so a backend may put each segment on a different shard.
@@ -162,15 +163,15 @@ type OrderStore interface {
 }
 
 // CheckStockArgs validates the arguments common to StockBackend methods:
-// a non-empty SKU of at most DefaultMaxKeyLen bytes and a segment index in
+// a non-empty SKU of at most MaxKeyLen bytes and a segment index in
 // [0, 1<<16). Implementations call it first so that every backend refuses
 // the same input with the same *ArgError.
 func CheckStockArgs(sku string, seg int) error {
 	switch {
 	case sku == "":
 		return &ArgError{Arg: "sku", Reason: "empty"}
-	case len(sku) > DefaultMaxKeyLen:
-		return &ArgError{Arg: "sku", Reason: fmt.Sprintf("%d bytes, longer than the maximum %d", len(sku), DefaultMaxKeyLen)}
+	case len(sku) > MaxKeyLen:
+		return &ArgError{Arg: "sku", Reason: fmt.Sprintf("%d bytes, longer than the maximum %d", len(sku), MaxKeyLen)}
 	case seg < 0 || seg >= MaxStockSegments:
 		return &ArgError{Arg: "segment", Reason: fmt.Sprintf("%d out of range [0, %d)", seg, MaxStockSegments)}
 	}

@@ -1,4 +1,4 @@
-package lockx
+package driver
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 //
 // Optional capabilities (Notifier, BatchExtender, ExtendPartitioner, and the pattern
 // capabilities) are further interfaces a backend may implement; the Client
-// discovers them with type assertions.
+// discovers them with As, which wrappers take part in.
 //
 // Every method must be safe for concurrent use. Errors other than the
 // verdicts named below must match ErrUnavailable (see Unavailable): the
