@@ -9,15 +9,22 @@ import (
 )
 
 // Idempotency in lockx is split the way database/sql splits drivers from
-// the front end. This file holds what every party has to agree on: the
-// ResultStore capability a backend implements, the Outcome it stores, the
-// verdicts (ErrInProgress, ErrKeyReused, *StoredError) and the typed entry
-// point Idempotent. The machinery — lock, look up, run, decide what is
-// terminal, store — lives once in package patterns/idempotency, whose Guard
-// implements the Idempotency interface below. lockx cannot import that
-// package (it imports lockx), so the package default is an interface value
-// set with SetDefaultIdempotency, as log/slog's default is a *Logger set with
-// slog.SetDefault.
+// the front end. The ResultStore capability a backend implements and the
+// Outcome it stores are in package driver; this file holds what users see:
+// the verdicts (ErrInProgress, ErrKeyReused, *StoredError) and the typed
+// entry points IdempotentWith and Idempotent. The machinery — lock, look up,
+// run, decide what is terminal, store — lives once in package
+// patterns/idempotency, whose Guard implements the Idempotency interface
+// below.
+//
+// IdempotentWith takes the Guard as an argument and touches no global
+// state; it is the form for libraries and for programs with more than one
+// guard. Idempotent is a shorthand over a process-wide default, set once at
+// start-up with SetDefaultIdempotency, for the same reason and in the same
+// shape as log/slog's slog.SetDefault: code deep in a call tree can record
+// a side effect without a guard being threaded through every layer, while
+// the package that builds guards (patterns/idempotency imports lockx, so
+// lockx cannot build one) stays the only one that knows how.
 
 // Verdicts of an idempotent call. Test for them with errors.Is.
 var (
@@ -88,10 +95,15 @@ func DefaultIdempotency() Idempotency {
 	return nil
 }
 
-// Idempotent runs fn at most once for key through the package default
-// (SetDefaultIdempotency) and returns its result; later calls with key get
-// the stored result, or the stored terminal error as a *StoredError, without
-// running fn. See IdempotentWith.
+// Idempotent runs fn at most once for key through the process-wide default
+// and returns its result; later calls with key get the stored result, or the
+// stored terminal error as a *StoredError, without running fn. See
+// IdempotentWith, which takes the guard as an argument instead.
+//
+// The default is whatever SetDefaultIdempotency last set — at start-up,
+// once, as with slog.SetDefault — so that code far from main can use it
+// without a guard passed down to it. Without a default, Idempotent fails
+// with an *ArgError saying so and runs nothing.
 func Idempotent[T any](ctx context.Context, key string, fn func(context.Context) (T, error)) (T, error) {
 	i := DefaultIdempotency()
 	if i == nil {
@@ -101,8 +113,8 @@ func Idempotent[T any](ctx context.Context, key string, fn func(context.Context)
 	return IdempotentWith(ctx, i, key, fn)
 }
 
-// IdempotentWith is Idempotent on an explicit Idempotency (a Guard), for
-// programs that keep no package default. T is stored as JSON, so its
+// IdempotentWith is Idempotent on an explicit Idempotency (a Guard): it
+// reads no package default and works whether or not one is set. T is stored as JSON, so its
 // exported fields are what a replay returns; fn's context is cancelled if
 // the key's lock is lost or ctx ends.
 //

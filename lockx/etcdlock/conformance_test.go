@@ -4,6 +4,8 @@ import (
 	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/etcdlock"
 	"github.com/lockx-go/lockx/lockx/lockxtest"
+	"github.com/lockx-go/lockx/patterns/rwlock/rwlocktest"
+	"github.com/lockx-go/lockx/patterns/semaphore/semaphoretest"
 	"testing"
 )
 
@@ -17,6 +19,6 @@ func conformance(t *testing.T, run func(*testing.T, func(*testing.T) driver.Back
 }
 
 func TestConformance(t *testing.T)          { conformance(t, lockxtest.Run) }
-func TestConformanceRW(t *testing.T)        { conformance(t, lockxtest.RunRW) }
-func TestConformanceSemaphore(t *testing.T) { conformance(t, lockxtest.RunSemaphore) }
+func TestConformanceRW(t *testing.T)        { conformance(t, rwlocktest.Run) }
+func TestConformanceSemaphore(t *testing.T) { conformance(t, semaphoretest.Run) }
 func TestConformanceMany(t *testing.T)      { conformance(t, lockxtest.RunMany) }

@@ -17,6 +17,8 @@ import (
 	"github.com/lockx-go/lockx/lockx/lockxtest"
 	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/lockx/redislock"
+	"github.com/lockx-go/lockx/patterns/rwlock/rwlocktest"
+	"github.com/lockx-go/lockx/patterns/semaphore/semaphoretest"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -86,8 +88,8 @@ func TestConformance(t *testing.T) {
 			newBackend := func(t *testing.T) driver.Backend { return client(t, url, "key-a") }
 			t.Run("Locks", func(t *testing.T) { lockxtest.Run(t, newBackend) })
 			t.Run("Many", func(t *testing.T) { lockxtest.RunMany(t, newBackend) })
-			t.Run("RW", func(t *testing.T) { lockxtest.RunRW(t, newBackend) })
-			t.Run("Semaphore", func(t *testing.T) { lockxtest.RunSemaphore(t, newBackend) })
+			t.Run("RW", func(t *testing.T) { rwlocktest.Run(t, newBackend) })
+			t.Run("Semaphore", func(t *testing.T) { semaphoretest.Run(t, newBackend) })
 		})
 	}
 }

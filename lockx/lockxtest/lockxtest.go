@@ -18,8 +18,6 @@ package lockxtest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"strings"
 	"sync"
@@ -27,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockx-go/lockx/internal/suitekit"
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/driver"
 )
@@ -77,81 +76,6 @@ type suite struct {
 	newBackend func(t *testing.T) driver.Backend
 }
 
-// client returns a new Client over a new Backend, closed at cleanup.
-func (s *suite) client(t *testing.T, opts ...lockx.Option) *lockx.Client {
-	t.Helper()
-	c := lockx.New(s.newBackend(t), opts...)
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
-// key returns a key no other test uses.
-// later runs get in the background and returns where its result arrives:
-// a grant or permit, or nil after an error, which fails t.
-func later[T any](t *testing.T, get func() (*T, error)) <-chan *T {
-	got := make(chan *T, 1)
-	report := reporter(t)
-	go func() {
-		v, err := get()
-		if err != nil {
-			report(err)
-		}
-		got <- v
-	}()
-	return got
-}
-
-// reporter returns t.Error for a goroutine that a test may end without
-// waiting for (it failed first, e.g. with t.Fatal, while the goroutine still
-// waited for a lock). Once the test's cleanups have begun — in particular
-// the ones that cancel ctxT's contexts, registered before reporter was
-// called — a report is dropped: testing panics on a t.Error after the test
-// has ended, which would hide the test's own failure and stop the package.
-func reporter(t *testing.T) func(args ...any) {
-	var mu sync.Mutex
-	ended := false
-	t.Cleanup(func() {
-		mu.Lock()
-		ended = true
-		mu.Unlock()
-	})
-	return func(args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !ended {
-			t.Helper()
-			t.Error(args...)
-		}
-	}
-}
-
-// served waits up to 5 s for the waiter started by later to be served and
-// gives back what it got with release (nil: the waiter failed, which
-// failed t already). A waiter not served in time fails t with what.
-func served[T any](t *testing.T, got <-chan *T, release func(*testing.T, *T), what string) {
-	t.Helper()
-	select {
-	case v := <-got:
-		if v != nil {
-			release(t, v)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal(what)
-	}
-}
-
-func key(t *testing.T) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return "lxt:" + strings.ReplaceAll(t.Name(), "/", ".") + ":" + hex.EncodeToString(b[:])
-}
-
-func ctxT(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func mustAcquire(t *testing.T, c *lockx.Client, ctx context.Context, k string, opts ...lockx.Option) *lockx.Lock {
 	t.Helper()
 	l, err := c.Acquire(ctx, k, opts...)
@@ -170,7 +94,7 @@ func mustRelease(t *testing.T, l *lockx.Lock) {
 
 func expectNotAcquired(t *testing.T, c *lockx.Client, k string) {
 	t.Helper()
-	l, err := c.TryAcquire(ctxT(t, 5*time.Second), k)
+	l, err := c.TryAcquire(suitekit.CtxT(t, 5*time.Second), k)
 	if err == nil {
 		_ = l.Release(context.Background())
 		t.Fatalf("TryAcquire(%q) succeeded while another owner holds it", k)
@@ -180,20 +104,9 @@ func expectNotAcquired(t *testing.T, c *lockx.Client, k string) {
 	}
 }
 
-func closedWithin(ch <-chan struct{}, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ch:
-		return true
-	case <-t.C:
-		return false
-	}
-}
-
 func (s *suite) testMutualExclusion(t *testing.T) {
-	k := key(t)
-	clients := []*lockx.Client{s.client(t), s.client(t), s.client(t)}
+	k := suitekit.Key(t)
+	clients := []*lockx.Client{suitekit.Client(t, s.newBackend), suitekit.Client(t, s.newBackend), suitekit.Client(t, s.newBackend)}
 	const goroutines, rounds = 9, 15
 	var inside, maxInside, total atomic.Int32
 	var wg sync.WaitGroup
@@ -203,7 +116,7 @@ func (s *suite) testMutualExclusion(t *testing.T) {
 		go func(c *lockx.Client) {
 			defer wg.Done()
 			for i := 0; i < rounds; i++ {
-				l, err := c.Acquire(ctxT(t, 30*time.Second), k, lockx.WithBackoff(time.Millisecond, 20*time.Millisecond))
+				l, err := c.Acquire(suitekit.CtxT(t, 30*time.Second), k, lockx.WithBackoff(time.Millisecond, 20*time.Millisecond))
 				if err != nil {
 					errs <- err
 					return
@@ -233,12 +146,12 @@ func (s *suite) testMutualExclusion(t *testing.T) {
 }
 
 func (s *suite) testTryAcquireHeld(t *testing.T) {
-	k := key(t)
-	c1, c2 := s.client(t), s.client(t)
-	l := mustAcquire(t, c1, ctxT(t, 5*time.Second), k)
+	k := suitekit.Key(t)
+	c1, c2 := suitekit.Client(t, s.newBackend), suitekit.Client(t, s.newBackend)
+	l := mustAcquire(t, c1, suitekit.CtxT(t, 5*time.Second), k)
 	expectNotAcquired(t, c2, k)
 	mustRelease(t, l)
-	l2, err := c2.TryAcquire(ctxT(t, 5*time.Second), k)
+	l2, err := c2.TryAcquire(suitekit.CtxT(t, 5*time.Second), k)
 	if err != nil {
 		t.Fatalf("TryAcquire after release: %v", err)
 	}
@@ -246,8 +159,8 @@ func (s *suite) testTryAcquireHeld(t *testing.T) {
 }
 
 func (s *suite) testReleaseTwice(t *testing.T) {
-	c := s.client(t)
-	l := mustAcquire(t, c, ctxT(t, 5*time.Second), key(t))
+	c := suitekit.Client(t, s.newBackend)
+	l := mustAcquire(t, c, suitekit.CtxT(t, 5*time.Second), suitekit.Key(t))
 	mustRelease(t, l)
 	if err := l.Release(context.Background()); !errors.Is(err, lockx.ErrNotHeld) {
 		t.Fatalf("second Release = %v, want ErrNotHeld", err)
@@ -259,12 +172,12 @@ func (s *suite) testReleaseTwice(t *testing.T) {
 }
 
 func (s *suite) testOnlyOwner(t *testing.T) {
-	k := key(t)
-	c := s.client(t)
+	k := suitekit.Key(t)
+	c := suitekit.Client(t, s.newBackend)
 	b := s.newBackend(t)
 	t.Cleanup(func() { _ = b.Close() })
-	l := mustAcquire(t, c, ctxT(t, 5*time.Second), k)
-	ctx := ctxT(t, 5*time.Second)
+	l := mustAcquire(t, c, suitekit.CtxT(t, 5*time.Second), k)
+	ctx := suitekit.CtxT(t, 5*time.Second)
 	other := lockx.NewOwner()
 	if err := b.Release(ctx, k, other); !errors.Is(err, lockx.ErrNotHeld) {
 		t.Fatalf("Release by another owner = %v, want ErrNotHeld", err)
@@ -275,7 +188,7 @@ func (s *suite) testOnlyOwner(t *testing.T) {
 	if _, err := b.TTL(ctx, k, other); !errors.Is(err, lockx.ErrNotHeld) {
 		t.Fatalf("TTL by another owner = %v, want ErrNotHeld", err)
 	}
-	expectNotAcquired(t, s.client(t), k)
+	expectNotAcquired(t, suitekit.Client(t, s.newBackend), k)
 	select {
 	case <-l.Lost():
 		t.Fatal("holder lost its lock after another owner's release attempt")
@@ -285,10 +198,10 @@ func (s *suite) testOnlyOwner(t *testing.T) {
 }
 
 func (s *suite) testBackendAcquireIdempotent(t *testing.T) {
-	k := key(t)
+	k := suitekit.Key(t)
 	b := s.newBackend(t)
 	t.Cleanup(func() { _ = b.Close() })
-	ctx := ctxT(t, 5*time.Second)
+	ctx := suitekit.CtxT(t, 5*time.Second)
 	req := driver.Request{Key: k, Owner: lockx.NewOwner(), Lease: 10 * time.Second}
 	r1, err := b.Acquire(ctx, req)
 	if err != nil || !r1.Acquired {
@@ -314,10 +227,10 @@ func (s *suite) testBackendAcquireIdempotent(t *testing.T) {
 }
 
 func (s *suite) testStaleRelease(t *testing.T) {
-	k := key(t)
+	k := suitekit.Key(t)
 	b := s.newBackend(t)
 	t.Cleanup(func() { _ = b.Close() })
-	ctx := ctxT(t, 5*time.Second)
+	ctx := suitekit.CtxT(t, 5*time.Second)
 	a, bOwner := lockx.NewOwner(), lockx.NewOwner()
 	if r, err := b.Acquire(ctx, driver.Request{Key: k, Owner: a, Lease: 10 * time.Second}); err != nil || !r.Acquired {
 		t.Fatalf("Acquire a: %+v %v", r, err)
@@ -338,9 +251,9 @@ func (s *suite) testStaleRelease(t *testing.T) {
 }
 
 func (s *suite) testReentrancy(t *testing.T) {
-	k := key(t)
-	c := s.client(t)
-	ctx := ctxT(t, 5*time.Second)
+	k := suitekit.Key(t)
+	c := suitekit.Client(t, s.newBackend)
+	ctx := suitekit.CtxT(t, 5*time.Second)
 	l1 := mustAcquire(t, c, ctx, k)
 	l2, err := c.TryAcquire(l1.Context(), k)
 	if err != nil {
@@ -353,7 +266,7 @@ func (s *suite) testReentrancy(t *testing.T) {
 	expectNotAcquired(t, c, k) // a fresh owner on the same client does not re-enter
 	mustRelease(t, l1)
 	mustRelease(t, l3)
-	expectNotAcquired(t, s.client(t), k)
+	expectNotAcquired(t, suitekit.Client(t, s.newBackend), k)
 	if l2.Context().Err() != nil {
 		t.Fatal("lock context cancelled while a handle is still held")
 	}
@@ -361,7 +274,7 @@ func (s *suite) testReentrancy(t *testing.T) {
 	if context.Cause(l2.Context()) != lockx.ErrReleased {
 		t.Fatalf("context cause after last release = %v, want ErrReleased", context.Cause(l2.Context()))
 	}
-	l4, err := s.client(t).TryAcquire(ctx, k)
+	l4, err := suitekit.Client(t, s.newBackend).TryAcquire(ctx, k)
 	if err != nil {
 		t.Fatalf("TryAcquire after all handles released: %v", err)
 	}
@@ -369,11 +282,11 @@ func (s *suite) testReentrancy(t *testing.T) {
 }
 
 func (s *suite) testTokensIncrease(t *testing.T) {
-	k := key(t)
-	cs := []*lockx.Client{s.client(t), s.client(t)}
+	k := suitekit.Key(t)
+	cs := []*lockx.Client{suitekit.Client(t, s.newBackend), suitekit.Client(t, s.newBackend)}
 	var last lockx.Token
 	for i := 0; i < 20; i++ {
-		l := mustAcquire(t, cs[i%2], ctxT(t, 5*time.Second), k)
+		l := mustAcquire(t, cs[i%2], suitekit.CtxT(t, 5*time.Second), k)
 		if l.Token() <= last {
 			t.Fatalf("grant %d: token %d not greater than %d", i, l.Token(), last)
 		}
@@ -386,20 +299,20 @@ func (s *suite) testTokensIncrease(t *testing.T) {
 }
 
 func (s *suite) testTokensAfterExpiry(t *testing.T) {
-	k := key(t)
-	c1, c2 := s.client(t), s.client(t)
-	l1 := mustAcquire(t, c1, ctxT(t, 5*time.Second), k, lockx.WithLease(100*time.Millisecond))
-	if !closedWithin(l1.Lost(), 3*time.Second) {
+	k := suitekit.Key(t)
+	c1, c2 := suitekit.Client(t, s.newBackend), suitekit.Client(t, s.newBackend)
+	l1 := mustAcquire(t, c1, suitekit.CtxT(t, 5*time.Second), k, lockx.WithLease(100*time.Millisecond))
+	if !suitekit.ClosedWithin(l1.Lost(), 3*time.Second) {
 		t.Fatal("explicit lease did not expire")
 	}
 	time.Sleep(150 * time.Millisecond)
-	l2 := mustAcquire(t, c2, ctxT(t, 5*time.Second), k)
+	l2 := mustAcquire(t, c2, suitekit.CtxT(t, 5*time.Second), k)
 	if l2.Token() <= l1.Token() {
 		t.Fatalf("token after expiry %d not greater than %d", l2.Token(), l1.Token())
 	}
 	mustRelease(t, l2)
 	time.Sleep(50 * time.Millisecond)
-	l3 := mustAcquire(t, c1, ctxT(t, 5*time.Second), k)
+	l3 := mustAcquire(t, c1, suitekit.CtxT(t, 5*time.Second), k)
 	if l3.Token() <= l2.Token() {
 		t.Fatalf("token after release %d not greater than %d", l3.Token(), l2.Token())
 	}
@@ -407,12 +320,12 @@ func (s *suite) testTokensAfterExpiry(t *testing.T) {
 }
 
 func (s *suite) testWatchdog(t *testing.T) {
-	k := key(t)
-	c := s.client(t)
+	k := suitekit.Key(t)
+	c := suitekit.Client(t, s.newBackend)
 	// Watch for three leases. A 1 s lease leaves the renewals (every
 	// ~330 ms) room for a loaded machine's scheduling delays.
-	l := mustAcquire(t, c, ctxT(t, 10*time.Second), k, lockx.WithWatchdog(time.Second))
-	other := s.client(t)
+	l := mustAcquire(t, c, suitekit.CtxT(t, 10*time.Second), k, lockx.WithWatchdog(time.Second))
+	other := suitekit.Client(t, s.newBackend)
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
 		expectNotAcquired(t, other, k)
@@ -423,7 +336,7 @@ func (s *suite) testWatchdog(t *testing.T) {
 		t.Fatal("watchdog let the lease lapse")
 	default:
 	}
-	d, err := l.TTL(ctxT(t, 5*time.Second))
+	d, err := l.TTL(suitekit.CtxT(t, 5*time.Second))
 	if err != nil || d <= 0 || d > time.Second {
 		t.Fatalf("TTL = %v, %v; want in (0, 1s]", d, err)
 	}
@@ -431,43 +344,43 @@ func (s *suite) testWatchdog(t *testing.T) {
 }
 
 func (s *suite) testLeaseExpires(t *testing.T) {
-	k := key(t)
-	c := s.client(t)
-	l := mustAcquire(t, c, ctxT(t, 5*time.Second), k, lockx.WithLease(150*time.Millisecond))
-	if !closedWithin(l.Lost(), 3*time.Second) {
+	k := suitekit.Key(t)
+	c := suitekit.Client(t, s.newBackend)
+	l := mustAcquire(t, c, suitekit.CtxT(t, 5*time.Second), k, lockx.WithLease(150*time.Millisecond))
+	if !suitekit.ClosedWithin(l.Lost(), 3*time.Second) {
 		t.Fatal("Lost did not fire after the explicit lease")
 	}
 	if context.Cause(l.Context()) != lockx.ErrLost {
 		t.Fatalf("context cause = %v, want ErrLost", context.Cause(l.Context()))
 	}
 	time.Sleep(100 * time.Millisecond) // local validity ends before the server's lease
-	l2, err := s.client(t).Acquire(ctxT(t, 5*time.Second), k, lockx.WithWait(3*time.Second))
+	l2, err := suitekit.Client(t, s.newBackend).Acquire(suitekit.CtxT(t, 5*time.Second), k, lockx.WithWait(3*time.Second))
 	if err != nil {
 		t.Fatalf("Acquire after lease expiry: %v", err)
 	}
 	if err := l.Release(context.Background()); !errors.Is(err, lockx.ErrLost) {
 		t.Fatalf("Release of a lost lock = %v, want ErrLost", err)
 	}
-	if _, err := l2.TTL(ctxT(t, 5*time.Second)); err != nil {
+	if _, err := l2.TTL(suitekit.CtxT(t, 5*time.Second)); err != nil {
 		t.Fatalf("the lost lock's Release freed the new owner's lock: %v", err)
 	}
 	mustRelease(t, l2)
 }
 
 func (s *suite) testLostWhenTakenAway(t *testing.T) {
-	k := key(t)
-	c := s.client(t)
+	k := suitekit.Key(t)
+	c := suitekit.Client(t, s.newBackend)
 	b := s.newBackend(t)
 	t.Cleanup(func() { _ = b.Close() })
 	// The lease is long enough that a renewal delayed by a loaded machine
 	// does not let it lapse before the force-unlock below (which would
 	// then rightly find nothing held); Lost follows at a renewal.
-	l := mustAcquire(t, c, ctxT(t, 10*time.Second), k, lockx.WithWatchdog(2*time.Second))
+	l := mustAcquire(t, c, suitekit.CtxT(t, 10*time.Second), k, lockx.WithWatchdog(2*time.Second))
 	// An operator's force-unlock: the lock is gone behind the holder's back.
-	if err := b.Release(ctxT(t, 5*time.Second), k, l.Owner()); err != nil {
+	if err := b.Release(suitekit.CtxT(t, 5*time.Second), k, l.Owner()); err != nil {
 		t.Fatalf("force release: %v", err)
 	}
-	if !closedWithin(l.Lost(), 5*time.Second) {
+	if !suitekit.ClosedWithin(l.Lost(), 5*time.Second) {
 		t.Fatal("Lost did not fire after the lease was taken away")
 	}
 	if !errors.Is(context.Cause(l.Context()), lockx.ErrLost) {
@@ -476,9 +389,9 @@ func (s *suite) testLostWhenTakenAway(t *testing.T) {
 }
 
 func (s *suite) testReleaseStopsRenewal(t *testing.T) {
-	k := key(t)
-	c := s.client(t)
-	l := mustAcquire(t, c, ctxT(t, 5*time.Second), k, lockx.WithWatchdog(200*time.Millisecond))
+	k := suitekit.Key(t)
+	c := suitekit.Client(t, s.newBackend)
+	l := mustAcquire(t, c, suitekit.CtxT(t, 5*time.Second), k, lockx.WithWatchdog(200*time.Millisecond))
 	mustRelease(t, l)
 	if context.Cause(l.Context()) != lockx.ErrReleased {
 		t.Fatalf("cause = %v, want ErrReleased", context.Cause(l.Context()))
@@ -493,7 +406,7 @@ func (s *suite) testReleaseStopsRenewal(t *testing.T) {
 	// lease must expire on schedule.
 	b := s.newBackend(t)
 	t.Cleanup(func() { _ = b.Close() })
-	ctx := ctxT(t, 5*time.Second)
+	ctx := suitekit.CtxT(t, 5*time.Second)
 	o := lockx.NewOwner()
 	r, err := b.Acquire(ctx, driver.Request{Key: k, Owner: o, Lease: 150 * time.Millisecond})
 	if err != nil || !r.Acquired {
@@ -509,11 +422,11 @@ func (s *suite) testReleaseStopsRenewal(t *testing.T) {
 }
 
 func (s *suite) testWaiterAcquires(t *testing.T) {
-	k := key(t)
-	c1, c2 := s.client(t), s.client(t)
-	l := mustAcquire(t, c1, ctxT(t, 5*time.Second), k)
-	ctx := ctxT(t, 10*time.Second)
-	got := later(t, func() (*lockx.Lock, error) {
+	k := suitekit.Key(t)
+	c1, c2 := suitekit.Client(t, s.newBackend), suitekit.Client(t, s.newBackend)
+	l := mustAcquire(t, c1, suitekit.CtxT(t, 5*time.Second), k)
+	ctx := suitekit.CtxT(t, 10*time.Second)
+	got := suitekit.Later(t, func() (*lockx.Lock, error) {
 		return c2.Acquire(ctx, k, lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
 	})
 	time.Sleep(100 * time.Millisecond)
@@ -538,15 +451,15 @@ func (s *suite) testWakeUp(t *testing.T) {
 		t.Skip("backend does not implement driver.Notifier")
 	}
 	for _, fair := range []bool{false, true} {
-		k := key(t)
-		c1, c2 := s.client(t), s.client(t)
+		k := suitekit.Key(t)
+		c1, c2 := suitekit.Client(t, s.newBackend), suitekit.Client(t, s.newBackend)
 		opts := []lockx.Option{lockx.WithBackoff(20*time.Second, 20*time.Second)}
 		if fair {
 			opts = append(opts, lockx.Fair(), lockx.WithQueueTTL(60*time.Second))
 		}
-		l := mustAcquire(t, c1, ctxT(t, 5*time.Second), k, opts...)
+		l := mustAcquire(t, c1, suitekit.CtxT(t, 5*time.Second), k, opts...)
 		got := make(chan time.Time, 1)
-		ctx, report := ctxT(t, 30*time.Second), reporter(t)
+		ctx, report := suitekit.CtxT(t, 30*time.Second), suitekit.Reporter(t)
 		go func() {
 			l2, err := c2.Acquire(ctx, k, opts...)
 			if err != nil {
@@ -575,9 +488,9 @@ func (s *suite) testWakeUp(t *testing.T) {
 }
 
 func (s *suite) testContextEndsWait(t *testing.T) {
-	k := key(t)
-	c1, c2 := s.client(t), s.client(t)
-	l := mustAcquire(t, c1, ctxT(t, 5*time.Second), k)
+	k := suitekit.Key(t)
+	c1, c2 := suitekit.Client(t, s.newBackend), suitekit.Client(t, s.newBackend)
+	l := mustAcquire(t, c1, suitekit.CtxT(t, 5*time.Second), k)
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 	defer cancel()
 	_, err := c2.Acquire(ctx, k)
@@ -588,11 +501,11 @@ func (s *suite) testContextEndsWait(t *testing.T) {
 }
 
 func (s *suite) testWaitBudget(t *testing.T) {
-	k := key(t)
-	c1, c2 := s.client(t), s.client(t)
-	l := mustAcquire(t, c1, ctxT(t, 5*time.Second), k)
+	k := suitekit.Key(t)
+	c1, c2 := suitekit.Client(t, s.newBackend), suitekit.Client(t, s.newBackend)
+	l := mustAcquire(t, c1, suitekit.CtxT(t, 5*time.Second), k)
 	start := time.Now()
-	_, err := c2.Acquire(ctxT(t, 10*time.Second), k, lockx.WithWait(150*time.Millisecond))
+	_, err := c2.Acquire(suitekit.CtxT(t, 10*time.Second), k, lockx.WithWait(150*time.Millisecond))
 	if !errors.Is(err, lockx.ErrNotAcquired) || errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Acquire with wait budget = %v, want ErrNotAcquired only", err)
 	}
@@ -603,10 +516,10 @@ func (s *suite) testWaitBudget(t *testing.T) {
 }
 
 func (s *suite) testFairOrder(t *testing.T) {
-	k := key(t)
-	holder := s.client(t)
+	k := suitekit.Key(t)
+	holder := suitekit.Client(t, s.newBackend)
 	opts := []lockx.Option{lockx.Fair(), lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond)}
-	l := mustAcquire(t, holder, ctxT(t, 5*time.Second), k, opts...)
+	l := mustAcquire(t, holder, suitekit.CtxT(t, 5*time.Second), k, opts...)
 	const n = 5
 	var mu sync.Mutex
 	var order []int
@@ -618,7 +531,7 @@ func (s *suite) testFairOrder(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			l, err := c.Acquire(ctxT(t, 20*time.Second), k, opts...)
+			l, err := c.Acquire(suitekit.CtxT(t, 20*time.Second), k, opts...)
 			if err != nil {
 				t.Error(err)
 				return
@@ -673,20 +586,20 @@ func (f *firstRefusal) Watch(ctx context.Context, key string, owner lockx.Owner)
 }
 
 func (s *suite) testFairCrashedWaiter(t *testing.T) {
-	k := key(t)
-	holder := s.client(t)
+	k := suitekit.Key(t)
+	holder := suitekit.Client(t, s.newBackend)
 	opts := []lockx.Option{lockx.Fair(), lockx.WithQueueTTL(300 * time.Millisecond), lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond)}
-	l := mustAcquire(t, holder, ctxT(t, 5*time.Second), k, opts...)
+	l := mustAcquire(t, holder, suitekit.CtxT(t, 5*time.Second), k, opts...)
 	b := s.newBackend(t)
 	t.Cleanup(func() { _ = b.Close() })
 	// A waiter that queues once and then crashes: it never refreshes.
 	ghost := driver.Request{Key: k, Owner: lockx.NewOwner(), Lease: time.Minute, Fair: true, Wait: true, QueueTTL: 300 * time.Millisecond}
-	if r, err := b.Acquire(ctxT(t, 5*time.Second), ghost); err != nil || r.Acquired {
+	if r, err := b.Acquire(suitekit.CtxT(t, 5*time.Second), ghost); err != nil || r.Acquired {
 		t.Fatalf("ghost attempt: %+v %v", r, err)
 	}
 	got := make(chan error, 1)
 	go func() {
-		l2, err := s.client(t).Acquire(ctxT(t, 10*time.Second), k, opts...)
+		l2, err := suitekit.Client(t, s.newBackend).Acquire(suitekit.CtxT(t, 10*time.Second), k, opts...)
 		if err == nil {
 			err = l2.Release(context.Background())
 		}
@@ -705,15 +618,15 @@ func (s *suite) testFairCrashedWaiter(t *testing.T) {
 }
 
 func (s *suite) testFairTry(t *testing.T) {
-	k := key(t)
-	c1, c2 := s.client(t), s.client(t)
-	l := mustAcquire(t, c1, ctxT(t, 5*time.Second), k, lockx.Fair())
-	if _, err := c2.TryAcquire(ctxT(t, 5*time.Second), k, lockx.Fair()); !errors.Is(err, lockx.ErrNotAcquired) {
+	k := suitekit.Key(t)
+	c1, c2 := suitekit.Client(t, s.newBackend), suitekit.Client(t, s.newBackend)
+	l := mustAcquire(t, c1, suitekit.CtxT(t, 5*time.Second), k, lockx.Fair())
+	if _, err := c2.TryAcquire(suitekit.CtxT(t, 5*time.Second), k, lockx.Fair()); !errors.Is(err, lockx.ErrNotAcquired) {
 		t.Fatalf("fair TryAcquire on a held key = %v", err)
 	}
 	mustRelease(t, l)
 	// The refused try must not have left a queue entry that blocks others.
-	l2, err := s.client(t).TryAcquire(ctxT(t, 5*time.Second), k, lockx.Fair())
+	l2, err := suitekit.Client(t, s.newBackend).TryAcquire(suitekit.CtxT(t, 5*time.Second), k, lockx.Fair())
 	if err != nil {
 		t.Fatalf("TryAcquire after release: %v (a try left a queue entry?)", err)
 	}
@@ -721,19 +634,19 @@ func (s *suite) testFairTry(t *testing.T) {
 }
 
 func (s *suite) testBadInput(t *testing.T) {
-	c := s.client(t)
-	ctx := ctxT(t, 5*time.Second)
+	c := suitekit.Client(t, s.newBackend)
+	ctx := suitekit.CtxT(t, 5*time.Second)
 	cases := []struct {
 		name string
 		call func() error
 	}{
 		{"empty key", func() error { _, err := c.Acquire(ctx, ""); return err }},
 		{"long key", func() error { _, err := c.TryAcquire(ctx, strings.Repeat("k", lockx.DefaultMaxKeyLen+1)); return err }},
-		{"zero lease", func() error { _, err := c.Acquire(ctx, key(t), lockx.WithLease(0)); return err }},
-		{"negative lease", func() error { _, err := c.Acquire(ctx, key(t), lockx.WithLease(-time.Second)); return err }},
-		{"negative wait", func() error { _, err := c.Acquire(ctx, key(t), lockx.WithWait(-1)); return err }},
-		{"nil fn", func() error { return c.Do(ctx, key(t), nil) }},
-		{"bad backoff", func() error { _, err := c.Acquire(ctx, key(t), lockx.WithBackoff(0, 0)); return err }},
+		{"zero lease", func() error { _, err := c.Acquire(ctx, suitekit.Key(t), lockx.WithLease(0)); return err }},
+		{"negative lease", func() error { _, err := c.Acquire(ctx, suitekit.Key(t), lockx.WithLease(-time.Second)); return err }},
+		{"negative wait", func() error { _, err := c.Acquire(ctx, suitekit.Key(t), lockx.WithWait(-1)); return err }},
+		{"nil fn", func() error { return c.Do(ctx, suitekit.Key(t), nil) }},
+		{"bad backoff", func() error { _, err := c.Acquire(ctx, suitekit.Key(t), lockx.WithBackoff(0, 0)); return err }},
 	}
 	for _, tc := range cases {
 		err := tc.call()
@@ -742,7 +655,7 @@ func (s *suite) testBadInput(t *testing.T) {
 			t.Errorf("%s: err = %v, want *ArgError", tc.name, err)
 		}
 	}
-	l := mustAcquire(t, c, ctx, key(t), lockx.WithLease(time.Second))
+	l := mustAcquire(t, c, ctx, suitekit.Key(t), lockx.WithLease(time.Second))
 	if err := l.Extend(ctx, 0); !errors.Is(err, lockx.ErrInvalidArgument) {
 		t.Errorf("Extend(0) = %v, want *ArgError", err)
 	}
@@ -750,12 +663,12 @@ func (s *suite) testBadInput(t *testing.T) {
 		t.Errorf("Extend(-1s) = %v, want *ArgError", err)
 	}
 	mustRelease(t, l)
-	if _, err := c.Acquire(ctx, key(t), lockx.WithMaxKeyLen(4)); !errors.Is(err, lockx.ErrInvalidArgument) {
+	if _, err := c.Acquire(ctx, suitekit.Key(t), lockx.WithMaxKeyLen(4)); !errors.Is(err, lockx.ErrInvalidArgument) {
 		t.Errorf("key over WithMaxKeyLen: %v", err)
 	}
-	closed := s.client(t)
+	closed := suitekit.Client(t, s.newBackend)
 	_ = closed.Close()
-	if _, err := closed.Acquire(ctx, key(t)); !errors.Is(err, lockx.ErrClosed) {
+	if _, err := closed.Acquire(ctx, suitekit.Key(t)); !errors.Is(err, lockx.ErrClosed) {
 		t.Errorf("Acquire after Close = %v, want ErrClosed", err)
 	}
 	if err := closed.Close(); err != nil {
@@ -768,7 +681,7 @@ func (s *suite) testBadInput(t *testing.T) {
 	b := s.newBackend(t)
 	_ = b.Close()
 	over := lockx.New(b)
-	if l, err := over.Acquire(ctxT(t, 5*time.Second), key(t)); err == nil {
+	if l, err := over.Acquire(suitekit.CtxT(t, 5*time.Second), suitekit.Key(t)); err == nil {
 		mustRelease(t, l)
 	} else if !errors.Is(err, lockx.ErrClosed) {
 		t.Errorf("Acquire over a closed backend = %v, want ErrClosed (or a grant)", err)
@@ -779,35 +692,35 @@ func (s *suite) testBadInput(t *testing.T) {
 }
 
 func (s *suite) testDo(t *testing.T) {
-	k := key(t)
-	c := s.client(t)
+	k := suitekit.Key(t)
+	c := suitekit.Client(t, s.newBackend)
 	var ran bool
-	err := c.Do(ctxT(t, 5*time.Second), k, func(ctx context.Context) error {
+	err := c.Do(suitekit.CtxT(t, 5*time.Second), k, func(ctx context.Context) error {
 		ran = true
 		if _, ok := lockx.OwnerFromContext(ctx); !ok {
 			t.Error("fn's context carries no owner")
 		}
-		expectNotAcquired(t, s.client(t), k)
+		expectNotAcquired(t, suitekit.Client(t, s.newBackend), k)
 		return nil
 	})
 	if err != nil || !ran {
 		t.Fatalf("Do = %v, ran %v", err, ran)
 	}
-	l, err := s.client(t).TryAcquire(ctxT(t, 5*time.Second), k)
+	l, err := suitekit.Client(t, s.newBackend).TryAcquire(suitekit.CtxT(t, 5*time.Second), k)
 	if err != nil {
 		t.Fatalf("key still held after Do: %v", err)
 	}
 	mustRelease(t, l)
 	boom := errors.New("boom")
-	if err := c.Do(ctxT(t, 5*time.Second), k, func(context.Context) error { return boom }); !errors.Is(err, boom) {
+	if err := c.Do(suitekit.CtxT(t, 5*time.Second), k, func(context.Context) error { return boom }); !errors.Is(err, boom) {
 		t.Fatalf("Do error = %v, want fn's error", err)
 	}
 }
 
 func (s *suite) testDoLost(t *testing.T) {
-	k := key(t)
-	c := s.client(t)
-	err := c.Do(ctxT(t, 10*time.Second), k, func(ctx context.Context) error {
+	k := suitekit.Key(t)
+	c := suitekit.Client(t, s.newBackend)
+	err := c.Do(suitekit.CtxT(t, 10*time.Second), k, func(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -829,8 +742,8 @@ func raise(peak *atomic.Int32, n int32) {
 }
 
 func (s *suite) testLocalFirst(t *testing.T) {
-	k := key(t)
-	c := s.client(t, lockx.LocalFirst())
+	k := suitekit.Key(t)
+	c := suitekit.Client(t, s.newBackend, lockx.LocalFirst())
 	var inside, maxInside atomic.Int32
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
@@ -838,7 +751,7 @@ func (s *suite) testLocalFirst(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 10; i++ {
-				l, err := c.Acquire(ctxT(t, 20*time.Second), k)
+				l, err := c.Acquire(suitekit.CtxT(t, 20*time.Second), k)
 				if err != nil {
 					t.Error(err)
 					return
@@ -859,16 +772,16 @@ func (s *suite) testLocalFirst(t *testing.T) {
 }
 
 func (s *suite) testCloseReleases(t *testing.T) {
-	k := key(t)
+	k := suitekit.Key(t)
 	c := lockx.New(s.newBackend(t))
-	l := mustAcquire(t, c, ctxT(t, 5*time.Second), k)
+	l := mustAcquire(t, c, suitekit.CtxT(t, 5*time.Second), k)
 	if err := c.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
 	if !errors.Is(context.Cause(l.Context()), lockx.ErrClosed) {
 		t.Fatalf("cause after Close = %v, want ErrClosed", context.Cause(l.Context()))
 	}
-	l2, err := s.client(t).TryAcquire(ctxT(t, 5*time.Second), k)
+	l2, err := suitekit.Client(t, s.newBackend).TryAcquire(suitekit.CtxT(t, 5*time.Second), k)
 	if err != nil {
 		t.Fatalf("key still held after Close: %v", err)
 	}
@@ -876,9 +789,9 @@ func (s *suite) testCloseReleases(t *testing.T) {
 }
 
 func (s *suite) testTTLAndExtend(t *testing.T) {
-	k := key(t)
-	c := s.client(t)
-	ctx := ctxT(t, 10*time.Second)
+	k := suitekit.Key(t)
+	c := suitekit.Client(t, s.newBackend)
+	ctx := suitekit.CtxT(t, 10*time.Second)
 	// The lease, the extension and the pause leave a second or more of
 	// slack around each check: under a loaded CI run (race builds of every
 	// package at once on two cores) a step here has been seen to stall for
@@ -898,7 +811,7 @@ func (s *suite) testTTLAndExtend(t *testing.T) {
 		t.Fatalf("lost despite Extend: %v", context.Cause(l.Context()))
 	default:
 	}
-	expectNotAcquired(t, s.client(t), k)
+	expectNotAcquired(t, suitekit.Client(t, s.newBackend), k)
 	if d, err := l.TTL(ctx); err != nil || d <= 2*time.Second {
 		t.Fatalf("TTL after Extend = %v, %v", d, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockx-go/lockx/internal/suitekit"
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/driver"
 )
@@ -44,7 +45,7 @@ func RunMany(t *testing.T, newBackend func(t *testing.T) driver.Backend) {
 
 // keys returns n keys no other test uses, sharing one random stem.
 func keys(t *testing.T, n int) []string {
-	stem := key(t)
+	stem := suitekit.Key(t)
 	ks := make([]string, n)
 	for i := range ks {
 		ks[i] = fmt.Sprintf("%s:%c", stem, 'a'+i)
@@ -72,7 +73,7 @@ func mustReleaseSet(t *testing.T, s *lockx.LockSet) {
 func expectFree(t *testing.T, c *lockx.Client, ks ...string) {
 	t.Helper()
 	for _, k := range ks {
-		l, err := c.TryAcquire(ctxT(t, 5*time.Second), k)
+		l, err := c.TryAcquire(suitekit.CtxT(t, 5*time.Second), k)
 		if err != nil {
 			t.Fatalf("key %q not free: %v", k, err)
 		}
@@ -84,14 +85,14 @@ func (s *suite) testManyOverlapping(t *testing.T) {
 	ks := keys(t, 3)
 	a, b, c := ks[0], ks[1], ks[2]
 	sets := [][]string{{a, b}, {b, c}, {c, a}, {c, b, a}}
-	clients := []*lockx.Client{s.client(t), s.client(t), s.client(t)}
+	clients := []*lockx.Client{suitekit.Client(t, s.newBackend), suitekit.Client(t, s.newBackend), suitekit.Client(t, s.newBackend)}
 	var inside [3]atomic.Int32
 	idx := map[string]int{a: 0, b: 1, c: 2}
 	const goroutines, rounds = 8, 10
 	var wg sync.WaitGroup
 	var overlaps atomic.Int32
 	errs := make(chan error, goroutines)
-	ctx := ctxT(t, 60*time.Second) // a deadlock ends here, as a failure
+	ctx := suitekit.CtxT(t, 60*time.Second) // a deadlock ends here, as a failure
 	for g := 0; g < goroutines; g++ {
 		wg.Add(1)
 		go func(g int) {
@@ -133,9 +134,9 @@ func (s *suite) testManyOverlapping(t *testing.T) {
 
 func (s *suite) testManyAllOrNothing(t *testing.T) {
 	ks := keys(t, 3)
-	c1, c2 := s.client(t), s.client(t)
-	held := mustAcquire(t, c2, ctxT(t, 5*time.Second), ks[1])
-	_, err := c1.TryAcquireMany(ctxT(t, 5*time.Second), ks)
+	c1, c2 := suitekit.Client(t, s.newBackend), suitekit.Client(t, s.newBackend)
+	held := mustAcquire(t, c2, suitekit.CtxT(t, 5*time.Second), ks[1])
+	_, err := c1.TryAcquireMany(suitekit.CtxT(t, 5*time.Second), ks)
 	if !errors.Is(err, lockx.ErrNotAcquired) {
 		t.Fatalf("TryAcquireMany with a held member = %v, want ErrNotAcquired", err)
 	}
@@ -144,9 +145,9 @@ func (s *suite) testManyAllOrNothing(t *testing.T) {
 		t.Fatalf("error %v does not name the held key %q", err, ks[1])
 	}
 	// The members taken before the refusal were given back.
-	expectFree(t, s.client(t), ks[0], ks[2])
+	expectFree(t, suitekit.Client(t, s.newBackend), ks[0], ks[2])
 	mustRelease(t, held)
-	ls, err := c1.TryAcquireMany(ctxT(t, 5*time.Second), ks)
+	ls, err := c1.TryAcquireMany(suitekit.CtxT(t, 5*time.Second), ks)
 	if err != nil {
 		t.Fatalf("TryAcquireMany after the release: %v", err)
 	}
@@ -155,11 +156,11 @@ func (s *suite) testManyAllOrNothing(t *testing.T) {
 
 func (s *suite) testManyWaitBudget(t *testing.T) {
 	ks := keys(t, 3)
-	c1, c2 := s.client(t), s.client(t)
-	held := mustAcquire(t, c2, ctxT(t, 5*time.Second), ks[2])
+	c1, c2 := suitekit.Client(t, s.newBackend), suitekit.Client(t, s.newBackend)
+	held := mustAcquire(t, c2, suitekit.CtxT(t, 5*time.Second), ks[2])
 	defer mustRelease(t, held)
 	start := time.Now()
-	_, err := c1.AcquireMany(ctxT(t, 10*time.Second), ks, lockx.WithWait(200*time.Millisecond))
+	_, err := c1.AcquireMany(suitekit.CtxT(t, 10*time.Second), ks, lockx.WithWait(200*time.Millisecond))
 	if !errors.Is(err, lockx.ErrNotAcquired) {
 		t.Fatalf("AcquireMany past its budget = %v, want ErrNotAcquired", err)
 	}
@@ -170,15 +171,15 @@ func (s *suite) testManyWaitBudget(t *testing.T) {
 	if !errors.As(err, &ke) || ke.Key != ks[2] {
 		t.Fatalf("error %v does not name the held key %q", err, ks[2])
 	}
-	expectFree(t, s.client(t), ks[0], ks[1])
+	expectFree(t, suitekit.Client(t, s.newBackend), ks[0], ks[1])
 }
 
 func (s *suite) testManyTokens(t *testing.T) {
 	ks := keys(t, 4)
-	c := s.client(t)
+	c := suitekit.Client(t, s.newBackend)
 	prev := map[string]lockx.Token{}
 	for round := 0; round < 3; round++ {
-		ls := mustAcquireMany(t, c, ctxT(t, 5*time.Second), ks)
+		ls := mustAcquireMany(t, c, suitekit.CtxT(t, 5*time.Second), ks)
 		if got := len(ls.Locks()); got != len(ks) {
 			t.Fatalf("%d members, want %d", got, len(ks))
 		}
@@ -202,15 +203,15 @@ func (s *suite) testManyTokens(t *testing.T) {
 
 func (s *suite) testManyLoss(t *testing.T) {
 	ks := keys(t, 3)
-	c := s.client(t)
-	ls := mustAcquireMany(t, c, ctxT(t, 5*time.Second), ks, lockx.WithWatchdog(300*time.Millisecond))
+	c := suitekit.Client(t, s.newBackend)
+	ls := mustAcquireMany(t, c, suitekit.CtxT(t, 5*time.Second), ks, lockx.WithWatchdog(300*time.Millisecond))
 	b := s.newBackend(t)
 	t.Cleanup(func() { _ = b.Close() })
 	// An operator's force-unlock of one member.
-	if err := b.Release(ctxT(t, 5*time.Second), ks[1], ls.Owner()); err != nil {
+	if err := b.Release(suitekit.CtxT(t, 5*time.Second), ks[1], ls.Owner()); err != nil {
 		t.Fatalf("force release: %v", err)
 	}
-	if !closedWithin(ls.Lost(), 2*time.Second) {
+	if !suitekit.ClosedWithin(ls.Lost(), 2*time.Second) {
 		t.Fatal("set's Lost did not fire after a member was taken away")
 	}
 	if !errors.Is(context.Cause(ls.Context()), lockx.ErrLost) {
@@ -219,14 +220,14 @@ func (s *suite) testManyLoss(t *testing.T) {
 	if err := ls.Release(context.Background()); !errors.Is(err, lockx.ErrLost) {
 		t.Fatalf("Release of a set with a lost member = %v, want ErrLost", err)
 	}
-	expectFree(t, s.client(t), ks...)
+	expectFree(t, suitekit.Client(t, s.newBackend), ks...)
 }
 
 func (s *suite) testManyRelease(t *testing.T) {
 	ks := keys(t, 5)
-	c := s.client(t)
-	ls := mustAcquireMany(t, c, ctxT(t, 5*time.Second), ks)
-	other := s.client(t)
+	c := suitekit.Client(t, s.newBackend)
+	ls := mustAcquireMany(t, c, suitekit.CtxT(t, 5*time.Second), ks)
+	other := suitekit.Client(t, s.newBackend)
 	for _, k := range ks {
 		expectNotAcquired(t, other, k)
 	}
@@ -250,13 +251,13 @@ func (s *suite) testManyRelease(t *testing.T) {
 
 func (s *suite) testManyWaits(t *testing.T) {
 	ks := keys(t, 3)
-	c1, c2 := s.client(t), s.client(t)
-	held := mustAcquire(t, c2, ctxT(t, 5*time.Second), ks[1])
+	c1, c2 := suitekit.Client(t, s.newBackend), suitekit.Client(t, s.newBackend)
+	held := mustAcquire(t, c2, suitekit.CtxT(t, 5*time.Second), ks[1])
 	done := make(chan error, 1)
 	var got *lockx.LockSet
 	go func() {
 		var err error
-		got, err = c1.AcquireMany(ctxT(t, 10*time.Second), ks, lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
+		got, err = c1.AcquireMany(suitekit.CtxT(t, 10*time.Second), ks, lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
 		done <- err
 	}()
 	select {
@@ -278,8 +279,8 @@ func (s *suite) testManyWaits(t *testing.T) {
 
 func (s *suite) testManyReentrancy(t *testing.T) {
 	ks := keys(t, 2)
-	c := s.client(t)
-	l := mustAcquire(t, c, ctxT(t, 5*time.Second), ks[0])
+	c := suitekit.Client(t, s.newBackend)
+	l := mustAcquire(t, c, suitekit.CtxT(t, 5*time.Second), ks[0])
 	// Under the lock's context the set re-enters ks[0].
 	ls := mustAcquireMany(t, c, l.Context(), ks)
 	if ls.Owner() != l.Owner() || ls.Token(ks[0]) != l.Token() {
@@ -292,7 +293,7 @@ func (s *suite) testManyReentrancy(t *testing.T) {
 	}
 	mustRelease(t, inner)
 	mustReleaseSet(t, ls)
-	other := s.client(t)
+	other := suitekit.Client(t, s.newBackend)
 	expectNotAcquired(t, other, ks[0]) // still held by l
 	expectFree(t, other, ks[1])
 	mustRelease(t, l)
@@ -301,8 +302,8 @@ func (s *suite) testManyReentrancy(t *testing.T) {
 
 func (s *suite) testManyDuplicates(t *testing.T) {
 	ks := keys(t, 3)
-	c := s.client(t)
-	ls := mustAcquireMany(t, c, ctxT(t, 5*time.Second), []string{ks[2], ks[0], ks[2], ks[1], ks[0]})
+	c := suitekit.Client(t, s.newBackend)
+	ls := mustAcquireMany(t, c, suitekit.CtxT(t, 5*time.Second), []string{ks[2], ks[0], ks[2], ks[1], ks[0]})
 	got := ls.Keys()
 	if len(got) != 3 || got[0] != ks[0] || got[1] != ks[1] || got[2] != ks[2] {
 		t.Fatalf("Keys() = %q, want %q", got, ks)
@@ -312,9 +313,9 @@ func (s *suite) testManyDuplicates(t *testing.T) {
 }
 
 func (s *suite) testManyBadInput(t *testing.T) {
-	c := s.client(t)
-	ctx := ctxT(t, 5*time.Second)
-	k := key(t)
+	c := suitekit.Client(t, s.newBackend)
+	ctx := suitekit.CtxT(t, 5*time.Second)
+	k := suitekit.Key(t)
 	many := make([]string, lockx.DefaultMaxKeys+1)
 	for i := range many {
 		many[i] = fmt.Sprintf("%s:%d", k, i)
@@ -354,11 +355,11 @@ func (s *suite) testManyBadInput(t *testing.T) {
 
 func (s *suite) testManyWatchdog(t *testing.T) {
 	ks := keys(t, 4)
-	c := s.client(t)
+	c := suitekit.Client(t, s.newBackend)
 	// A 1 s lease, as in WatchdogKeepsLease: renewals every ~330 ms leave
 	// room for a loaded machine's scheduling delays.
-	ls := mustAcquireMany(t, c, ctxT(t, 10*time.Second), ks, lockx.WithWatchdog(time.Second))
-	other := s.client(t)
+	ls := mustAcquireMany(t, c, suitekit.CtxT(t, 10*time.Second), ks, lockx.WithWatchdog(time.Second))
+	other := suitekit.Client(t, s.newBackend)
 	deadline := time.Now().Add(2500 * time.Millisecond)
 	for time.Now().Before(deadline) {
 		for _, k := range ks {

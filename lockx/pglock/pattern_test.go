@@ -7,8 +7,9 @@ import (
 	"github.com/lockx-go/lockx/internal/backendtest"
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/driver"
-	"github.com/lockx-go/lockx/lockx/lockxtest"
 	"github.com/lockx-go/lockx/lockx/pglock"
+	"github.com/lockx-go/lockx/patterns/rwlock/rwlocktest"
+	"github.com/lockx-go/lockx/patterns/semaphore/semaphoretest"
 )
 
 // patternBackend returns a factory of Backends on one schema, each with one
@@ -26,12 +27,12 @@ func patternBackend(e *env) func(t *testing.T) driver.Backend {
 
 func TestRWConformance(t *testing.T) {
 	e := newEnv(t, 40)
-	lockxtest.RunRW(t, patternBackend(e))
+	rwlocktest.Run(t, patternBackend(e))
 }
 
 func TestSemaphoreConformance(t *testing.T) {
 	e := newEnv(t, 40)
-	lockxtest.RunSemaphore(t, patternBackend(e))
+	semaphoretest.Run(t, patternBackend(e))
 }
 
 // TestSemaphoreAcrossProcesses has several Backends (processes), each with

@@ -7,16 +7,16 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx/driver"
-	"github.com/lockx-go/lockx/lockx/lockxtest"
 	"github.com/lockx-go/lockx/lockx/redislock"
+	"github.com/lockx-go/lockx/patterns/rwlock/rwlocktest"
 )
 
-// rwConformance runs lockxtest.RunRW against backends over rdb sharing one
+// rwConformance runs rwlocktest.Run against backends over rdb sharing one
 // prefix, as clients of one deployment do.
 func rwConformance(t *testing.T, rdb redis.UniversalClient) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	prefix := testPrefix()
-	lockxtest.RunRW(t, func(t *testing.T) driver.Backend {
+	rwlocktest.Run(t, func(t *testing.T) driver.Backend {
 		return redislock.New(rdb, redislock.WithPrefix(prefix))
 	})
 }

@@ -7,14 +7,14 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx/driver"
-	"github.com/lockx-go/lockx/lockx/lockxtest"
 	"github.com/lockx-go/lockx/lockx/redislock"
+	"github.com/lockx-go/lockx/patterns/semaphore/semaphoretest"
 )
 
 func semConformance(t *testing.T, rdb redis.UniversalClient) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	prefix := testPrefix()
-	lockxtest.RunSemaphore(t, func(t *testing.T) driver.Backend {
+	semaphoretest.Run(t, func(t *testing.T) driver.Backend {
 		return redislock.New(rdb, redislock.WithPrefix(prefix))
 	})
 }

@@ -8,7 +8,7 @@
 // It implements driver.Backend, driver.Notifier, driver.LossNotifier,
 // driver.RWBackend (patterns/rwlock), driver.SemaphoreBackend
 // (patterns/semaphore) and driver.Inspector (cmd/lockx --zookeeper,
-// lockx.ForceUnlock), and passes lockxtest.Run, RunRW and RunSemaphore.
+// lockx.ForceUnlock), and passes lockxtest.Run, rwlocktest.Run and semaphoretest.Run.
 //
 // # Data model
 //

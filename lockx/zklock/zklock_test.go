@@ -10,6 +10,8 @@ import (
 	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/lockxtest"
 	"github.com/lockx-go/lockx/lockx/zklock"
+	"github.com/lockx-go/lockx/patterns/rwlock/rwlocktest"
+	"github.com/lockx-go/lockx/patterns/semaphore/semaphoretest"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -35,10 +37,10 @@ func TestConformance(t *testing.T) {
 
 func TestRWConformance(t *testing.T) {
 	z := testenv.SharedZooKeeper(t)
-	lockxtest.RunRW(t, func(t *testing.T) driver.Backend { return dial(t, z.Addr) })
+	rwlocktest.Run(t, func(t *testing.T) driver.Backend { return dial(t, z.Addr) })
 }
 
 func TestSemaphoreConformance(t *testing.T) {
 	z := testenv.SharedZooKeeper(t)
-	lockxtest.RunSemaphore(t, func(t *testing.T) driver.Backend { return dial(t, z.Addr) })
+	semaphoretest.Run(t, func(t *testing.T) driver.Backend { return dial(t, z.Addr) })
 }

@@ -1,4 +1,15 @@
-package lockxtest
+// Package semaphoretest is the conformance suite of
+// driver.SemaphoreBackend, run through patterns/semaphore: a backend that
+// serves counting semaphores calls
+//
+//	func TestSemaphoreConformance(t *testing.T) {
+//		semaphoretest.Run(t, func(t *testing.T) driver.Backend { return mybackend.New(…) })
+//	}
+//
+// newBackend follows lockxtest.Run's contract: every backend it returns
+// reaches the same store. The suite lives beside the pattern it exercises,
+// so that lockxtest depends on lockx and driver only.
+package semaphoretest
 
 import (
 	"context"
@@ -8,15 +19,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockx-go/lockx/internal/suitekit"
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/patterns/semaphore"
 )
 
-// RunSemaphore runs the semaphore conformance suite (driver.SemaphoreBackend,
-// through patterns/semaphore) as subtests of t. newBackend follows Run's
-// contract; the backends it returns must implement driver.SemaphoreBackend.
-func RunSemaphore(t *testing.T, newBackend func(t *testing.T) driver.Backend) {
+type suite struct {
+	newBackend func(t *testing.T) driver.Backend
+}
+
+// Run runs the semaphore conformance suite (driver.SemaphoreBackend,
+// through patterns/semaphore) as subtests of t. newBackend follows
+// lockxtest.Run's contract; the backends it returns must implement
+// driver.SemaphoreBackend.
+func Run(t *testing.T, newBackend func(t *testing.T) driver.Backend) {
 	b := newBackend(t)
 	ok := driver.As(b, new(driver.SemaphoreBackend))
 	_ = b.Close()
@@ -53,7 +70,7 @@ func RunSemaphore(t *testing.T, newBackend func(t *testing.T) driver.Backend) {
 }
 
 func (s *suite) sem(t *testing.T, k string, limit int64, opts ...semaphore.Option) *semaphore.Semaphore {
-	return semaphore.New(s.client(t), k, limit, opts...)
+	return semaphore.New(suitekit.Client(t, s.newBackend), k, limit, opts...)
 }
 
 func (s *suite) semBackend(t *testing.T) driver.SemaphoreBackend {
@@ -95,7 +112,7 @@ func noPermit(t *testing.T, what string, p *semaphore.Permit, err error) {
 // testSemLimit: several clients, many goroutines, limit 3: never more than
 // 3 holders, and everyone gets through.
 func (s *suite) testSemLimit(t *testing.T) {
-	k := key(t)
+	k := suitekit.Key(t)
 	const limit = 3
 	var cur, peak, done atomic.Int64
 	var wg sync.WaitGroup
@@ -107,7 +124,7 @@ func (s *suite) testSemLimit(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for n := 0; n < 5; n++ {
-					p, err := sem.Acquire(ctxT(t, 30*time.Second), opts...)
+					p, err := sem.Acquire(suitekit.CtxT(t, 30*time.Second), opts...)
 					if err != nil {
 						t.Error(err)
 						return
@@ -134,8 +151,8 @@ func (s *suite) testSemLimit(t *testing.T) {
 }
 
 func (s *suite) testSemTry(t *testing.T) {
-	k := key(t)
-	ctx := ctxT(t, 5*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 5*time.Second)
 	a, b := s.sem(t, k, 2), s.sem(t, k, 2)
 	p1 := mustPermit(t)(a.TryAcquire(ctx))
 	p2 := mustPermit(t)(b.TryAcquire(ctx))
@@ -154,8 +171,8 @@ func (s *suite) testSemTry(t *testing.T) {
 }
 
 func (s *suite) testSemWeighted(t *testing.T) {
-	k := key(t)
-	ctx := ctxT(t, 5*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 5*time.Second)
 	sem := s.sem(t, k, 4)
 	big := mustPermit(t)(sem.TryAcquireN(ctx, 3))
 	if big.N() != 3 {
@@ -175,12 +192,12 @@ func (s *suite) testSemWeighted(t *testing.T) {
 // testSemFIFO: a large request queued first is served before small ones
 // that arrive later, even though they would fit.
 func (s *suite) testSemFIFO(t *testing.T) {
-	k := key(t)
-	ctx := ctxT(t, 20*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 20*time.Second)
 	opts := []lockx.Option{lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond)}
 	held := mustPermit(t)(s.sem(t, k, 3).Acquire(ctx))
 	bigSem := s.sem(t, k, 3)
-	got := later(t, func() (*semaphore.Permit, error) { return bigSem.AcquireN(ctx, 3, opts...) })
+	got := suitekit.Later(t, func() (*semaphore.Permit, error) { return bigSem.AcquireN(ctx, 3, opts...) })
 	time.Sleep(150 * time.Millisecond)
 	p, err := s.sem(t, k, 3).TryAcquire(ctx)
 	noPermit(t, "a small request overtaking a queued large one", p, err)
@@ -188,12 +205,12 @@ func (s *suite) testSemFIFO(t *testing.T) {
 	nf := mustPermit(t)(s.sem(t, k, 3, semaphore.NonFair()).TryAcquire(ctx))
 	releasePermit(t, nf)
 	releasePermit(t, held)
-	served(t, got, releasePermit, "large request not served after the permits came back")
+	suitekit.Served(t, got, releasePermit, "large request not served after the permits came back")
 }
 
 func (s *suite) testSemCrashed(t *testing.T) {
-	k := key(t)
-	ctx := ctxT(t, 10*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 10*time.Second)
 	b := s.semBackend(t)
 	// A holder that crashed right after its grant: nobody renews its lease.
 	res, err := b.AcquirePermits(ctx, driver.PermitRequest{
@@ -215,8 +232,8 @@ func (s *suite) testSemCrashed(t *testing.T) {
 }
 
 func (s *suite) testSemWatchdog(t *testing.T) {
-	k := key(t)
-	ctx := ctxT(t, 10*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 10*time.Second)
 	p := mustPermit(t)(s.sem(t, k, 1).Acquire(ctx, lockx.WithWatchdog(time.Second)))
 	other := s.sem(t, k, 1)
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
@@ -232,15 +249,15 @@ func (s *suite) testSemWatchdog(t *testing.T) {
 }
 
 func (s *suite) testSemLost(t *testing.T) {
-	k := key(t)
-	ctx := ctxT(t, 10*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 10*time.Second)
 	b := s.semBackend(t)
 	// As in LostWhenTakenAway: a lease no delayed renewal lets lapse first.
 	p := mustPermit(t)(s.sem(t, k, 1).Acquire(ctx, lockx.WithWatchdog(2*time.Second)))
 	if err := b.ReleasePermits(ctx, k, p.Owner()); err != nil {
 		t.Fatalf("force release: %v", err)
 	}
-	if !closedWithin(p.Lost(), 5*time.Second) {
+	if !suitekit.ClosedWithin(p.Lost(), 5*time.Second) {
 		t.Fatal("Lost did not fire after the permit was taken away")
 	}
 	if !errors.Is(context.Cause(p.Context()), lockx.ErrLost) {
@@ -250,14 +267,14 @@ func (s *suite) testSemLost(t *testing.T) {
 		t.Fatalf("Release of a lost permit = %v, want ErrLost", err)
 	}
 	q := mustPermit(t)(s.sem(t, k, 1).Acquire(ctx, lockx.WithLease(150*time.Millisecond)))
-	if !closedWithin(q.Lost(), 2*time.Second) {
+	if !suitekit.ClosedWithin(q.Lost(), 2*time.Second) {
 		t.Fatal("explicit permit lease did not end")
 	}
 }
 
 func (s *suite) testSemOnlyOwner(t *testing.T) {
-	k := key(t)
-	ctx := ctxT(t, 10*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 10*time.Second)
 	p := mustPermit(t)(s.sem(t, k, 1).Acquire(ctx))
 	b := s.semBackend(t)
 	stranger := lockx.NewOwner()
@@ -273,8 +290,8 @@ func (s *suite) testSemOnlyOwner(t *testing.T) {
 }
 
 func (s *suite) testSemShrink(t *testing.T) {
-	k := key(t)
-	ctx := ctxT(t, 10*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 10*time.Second)
 	sem := s.sem(t, k, 3)
 	ps := []*semaphore.Permit{
 		mustPermit(t)(sem.TryAcquire(ctx)), mustPermit(t)(sem.TryAcquire(ctx)), mustPermit(t)(sem.TryAcquire(ctx)),
@@ -298,7 +315,7 @@ func (s *suite) testSemShrink(t *testing.T) {
 // acquireLater starts an AcquireN of n permits of sem that retries every 5–50 ms and
 // returns where its permit (nil on an error, which fails t) arrives.
 func acquireLater(t *testing.T, ctx context.Context, sem *semaphore.Semaphore, n int64) <-chan *semaphore.Permit {
-	return later(t, func() (*semaphore.Permit, error) {
+	return suitekit.Later(t, func() (*semaphore.Permit, error) {
 		return sem.AcquireN(ctx, n, lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
 	})
 }
@@ -308,8 +325,8 @@ func acquireLater(t *testing.T, ctx context.Context, sem *semaphore.Semaphore, n
 // backend that hands permits over to queued waiters must check the limit
 // the waiter has now), and is granted once usage drops below the new limit.
 func (s *suite) testSemShrinkWaiter(t *testing.T) {
-	k := key(t)
-	ctx := ctxT(t, 30*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 30*time.Second)
 	sem := s.sem(t, k, 2)
 	a := mustPermit(t)(sem.TryAcquire(ctx))
 	b := mustPermit(t)(sem.TryAcquire(ctx))
@@ -319,7 +336,7 @@ func (s *suite) testSemShrinkWaiter(t *testing.T) {
 	// so that once queued it has nothing in flight when the limit changes
 	// — and a backend that hands permits to queued waiters sees the entry
 	// it queued under 2.
-	got := later(t, func() (*semaphore.Permit, error) {
+	got := suitekit.Later(t, func() (*semaphore.Permit, error) {
 		return sem.Acquire(ctx, lockx.WithBackoff(time.Second, time.Second))
 	})
 	time.Sleep(200 * time.Millisecond) // queued with the limit 2
@@ -333,12 +350,12 @@ func (s *suite) testSemShrinkWaiter(t *testing.T) {
 	case <-time.After(500 * time.Millisecond):
 	}
 	releasePermit(t, b)
-	served(t, got, releasePermit, "not granted after usage dropped below the new limit")
+	suitekit.Served(t, got, releasePermit, "not granted after usage dropped below the new limit")
 }
 
 func (s *suite) testSemGrow(t *testing.T) {
-	k := key(t)
-	ctx := ctxT(t, 10*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 10*time.Second)
 	sem := s.sem(t, k, 1)
 	p1 := mustPermit(t)(sem.TryAcquire(ctx))
 	got := acquireLater(t, ctx, sem, 1)
@@ -346,13 +363,13 @@ func (s *suite) testSemGrow(t *testing.T) {
 	if err := sem.SetLimit(2); err != nil {
 		t.Fatal(err)
 	}
-	served(t, got, releasePermit, "waiter not served after the limit grew")
+	suitekit.Served(t, got, releasePermit, "waiter not served after the limit grew")
 	releasePermit(t, p1)
 }
 
 func (s *suite) testSemUsage(t *testing.T) {
-	k := key(t)
-	ctx := ctxT(t, 10*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 10*time.Second)
 	sem := s.sem(t, k, 4)
 	if u, err := sem.Usage(ctx); err != nil || u != (driver.PermitUsage{}) {
 		t.Fatalf("Usage of an unused semaphore = %+v, %v", u, err)
@@ -373,7 +390,7 @@ func (s *suite) testSemUsage(t *testing.T) {
 	}
 	releasePermit(t, p1)
 	releasePermit(t, p2)
-	served(t, got, releasePermit, "waiter not served after the holders released")
+	suitekit.Served(t, got, releasePermit, "waiter not served after the holders released")
 }
 
 func (s *suite) testSemWakeUp(t *testing.T) {
@@ -383,13 +400,13 @@ func (s *suite) testSemWakeUp(t *testing.T) {
 	if !ok {
 		t.Skip("backend does not implement driver.Notifier")
 	}
-	k := key(t)
-	ctx := ctxT(t, 30*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 30*time.Second)
 	opts := []lockx.Option{lockx.WithBackoff(20*time.Second, 20*time.Second), lockx.WithQueueTTL(60 * time.Second)}
 	p := mustPermit(t)(s.sem(t, k, 2).AcquireN(ctx, 2, opts...))
 	got := make(chan *semaphore.Permit, 2)
 	for i := 0; i < 2; i++ {
-		sem, report := s.sem(t, k, 2), reporter(t)
+		sem, report := s.sem(t, k, 2), suitekit.Reporter(t)
 		go func() {
 			q, err := sem.Acquire(ctx, opts...)
 			if err != nil {
@@ -413,14 +430,14 @@ func (s *suite) testSemWakeUp(t *testing.T) {
 }
 
 func (s *suite) testSemClose(t *testing.T) {
-	k := key(t)
-	ctx := ctxT(t, 10*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 10*time.Second)
 	c := lockx.New(s.newBackend(t))
 	p := mustPermit(t)(semaphore.New(c, k, 1).Acquire(ctx))
 	if err := c.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if !closedWithin(p.Context().Done(), 2*time.Second) || context.Cause(p.Context()) != lockx.ErrClosed {
+	if !suitekit.ClosedWithin(p.Context().Done(), 2*time.Second) || context.Cause(p.Context()) != lockx.ErrClosed {
 		t.Fatalf("permit context after Close: cause %v, want ErrClosed", context.Cause(p.Context()))
 	}
 	q, err := s.sem(t, k, 1).Acquire(ctx, lockx.WithWait(2*time.Second), lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
@@ -431,27 +448,30 @@ func (s *suite) testSemClose(t *testing.T) {
 }
 
 func (s *suite) testSemBadInput(t *testing.T) {
-	ctx := ctxT(t, 5*time.Second)
-	c := s.client(t)
+	ctx := suitekit.CtxT(t, 5*time.Second)
+	c := suitekit.Client(t, s.newBackend)
 	b := s.semBackend(t)
 	cases := []struct {
 		name string
 		call func() error
 	}{
-		{"zero limit", func() error { _, err := semaphore.New(c, key(t), 0).TryAcquire(ctx); return err }},
-		{"negative limit", func() error { _, err := semaphore.New(c, key(t), -1).Acquire(ctx); return err }},
-		{"zero permits", func() error { _, err := semaphore.New(c, key(t), 2).AcquireN(ctx, 0); return err }},
-		{"permits over limit", func() error { _, err := semaphore.New(c, key(t), 2).AcquireN(ctx, 3); return err }},
+		{"zero limit", func() error { _, err := semaphore.New(c, suitekit.Key(t), 0).TryAcquire(ctx); return err }},
+		{"negative limit", func() error { _, err := semaphore.New(c, suitekit.Key(t), -1).Acquire(ctx); return err }},
+		{"zero permits", func() error { _, err := semaphore.New(c, suitekit.Key(t), 2).AcquireN(ctx, 0); return err }},
+		{"permits over limit", func() error { _, err := semaphore.New(c, suitekit.Key(t), 2).AcquireN(ctx, 3); return err }},
 		{"empty key", func() error { _, err := semaphore.New(c, "", 2).Acquire(ctx); return err }},
-		{"zero lease", func() error { _, err := semaphore.New(c, key(t), 2).Acquire(ctx, lockx.WithLease(0)); return err }},
-		{"nil client", func() error { _, err := semaphore.New(nil, key(t), 2).Acquire(ctx); return err }},
-		{"SetLimit(0)", func() error { return semaphore.New(c, key(t), 2).SetLimit(0) }},
+		{"zero lease", func() error {
+			_, err := semaphore.New(c, suitekit.Key(t), 2).Acquire(ctx, lockx.WithLease(0))
+			return err
+		}},
+		{"nil client", func() error { _, err := semaphore.New(nil, suitekit.Key(t), 2).Acquire(ctx); return err }},
+		{"SetLimit(0)", func() error { return semaphore.New(c, suitekit.Key(t), 2).SetLimit(0) }},
 		{"backend zero limit", func() error {
-			_, err := b.AcquirePermits(ctx, driver.PermitRequest{Request: driver.Request{Key: key(t), Owner: lockx.NewOwner(), Lease: time.Second}, Limit: 0, Count: 1})
+			_, err := b.AcquirePermits(ctx, driver.PermitRequest{Request: driver.Request{Key: suitekit.Key(t), Owner: lockx.NewOwner(), Lease: time.Second}, Limit: 0, Count: 1})
 			return err
 		}},
 		{"backend count over limit", func() error {
-			_, err := b.AcquirePermits(ctx, driver.PermitRequest{Request: driver.Request{Key: key(t), Owner: lockx.NewOwner(), Lease: time.Second}, Limit: 1, Count: 2})
+			_, err := b.AcquirePermits(ctx, driver.PermitRequest{Request: driver.Request{Key: suitekit.Key(t), Owner: lockx.NewOwner(), Lease: time.Second}, Limit: 1, Count: 2})
 			return err
 		}},
 	}

@@ -1,4 +1,14 @@
-package lockxtest
+// Package rwlocktest is the conformance suite of driver.RWBackend, run
+// through patterns/rwlock: a backend that serves read/write locks calls
+//
+//	func TestRWConformance(t *testing.T) {
+//		rwlocktest.Run(t, func(t *testing.T) driver.Backend { return mybackend.New(…) })
+//	}
+//
+// newBackend follows lockxtest.Run's contract: every backend it returns
+// reaches the same store. The suite lives beside the pattern it exercises,
+// so that lockxtest depends on lockx and driver only.
+package rwlocktest
 
 import (
 	"context"
@@ -8,15 +18,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockx-go/lockx/internal/suitekit"
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/patterns/rwlock"
 )
 
-// RunRW runs the read/write lock conformance suite (driver.RWBackend, through
-// patterns/rwlock) as subtests of t. newBackend follows Run's contract; the
-// backends it returns must implement driver.RWBackend.
-func RunRW(t *testing.T, newBackend func(t *testing.T) driver.Backend) {
+type suite struct {
+	newBackend func(t *testing.T) driver.Backend
+}
+
+// Run runs the read/write lock conformance suite (driver.RWBackend, through
+// patterns/rwlock) as subtests of t. newBackend follows lockxtest.Run's
+// contract; the backends it returns must implement driver.RWBackend.
+func Run(t *testing.T, newBackend func(t *testing.T) driver.Backend) {
 	b := newBackend(t)
 	ok := driver.As(b, new(driver.RWBackend))
 	_ = b.Close()
@@ -56,7 +71,7 @@ func RunRW(t *testing.T, newBackend func(t *testing.T) driver.Backend) {
 }
 
 func (s *suite) rw(t *testing.T, opts ...rwlock.Option) *rwlock.RW {
-	return rwlock.New(s.client(t), opts...)
+	return rwlock.New(suitekit.Client(t, s.newBackend), opts...)
 }
 
 func (s *suite) rwBackend(t *testing.T) driver.RWBackend {
@@ -97,8 +112,8 @@ func refused(t *testing.T, what string, g *lockx.Grant, err error) {
 }
 
 func (s *suite) testRWManyReaders(t *testing.T) {
-	k := key(t)
-	ctx := ctxT(t, 5*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 5*time.Second)
 	var held []*lockx.Grant
 	for i := 0; i < 5; i++ {
 		held = append(held, mustGrant(t)(s.rw(t).TryRLock(ctx, k)))
@@ -111,8 +126,8 @@ func (s *suite) testRWManyReaders(t *testing.T) {
 }
 
 func (s *suite) testRWWriterExcludes(t *testing.T) {
-	k := key(t)
-	ctx := ctxT(t, 5*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 5*time.Second)
 	a, b := s.rw(t), s.rw(t)
 	w := mustGrant(t)(a.TryLock(ctx, k))
 	g, err := b.TryRLock(ctx, k)
@@ -129,37 +144,37 @@ func (s *suite) testRWWriterExcludes(t *testing.T) {
 // writerWaiting starts a writer on k in the background and returns the
 // channel its grant arrives on; it waits until the writer has queued.
 func writerWaiting(t *testing.T, rw *rwlock.RW, k string, opts ...lockx.Option) <-chan *lockx.Grant {
-	got := later(t, func() (*lockx.Grant, error) { return rw.Lock(ctxT(t, 20*time.Second), k, opts...) })
+	got := suitekit.Later(t, func() (*lockx.Grant, error) { return rw.Lock(suitekit.CtxT(t, 20*time.Second), k, opts...) })
 	time.Sleep(150 * time.Millisecond)
 	return got
 }
 
 func (s *suite) testRWWriterPreference(t *testing.T) {
-	k := key(t)
-	ctx := ctxT(t, 10*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 10*time.Second)
 	r := mustGrant(t)(s.rw(t).RLock(ctx, k))
 	got := writerWaiting(t, s.rw(t), k, lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
 	g, err := s.rw(t).TryRLock(ctx, k)
 	refused(t, "a new reader while a writer waits", g, err)
 	releaseGrant(t, r)
-	served(t, got, releaseGrant, "writer not granted after the last reader left")
+	suitekit.Served(t, got, releaseGrant, "writer not granted after the last reader left")
 }
 
 func (s *suite) testRWReaderPreference(t *testing.T) {
-	k := key(t)
-	ctx := ctxT(t, 10*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 10*time.Second)
 	r := mustGrant(t)(s.rw(t).RLock(ctx, k))
 	got := writerWaiting(t, s.rw(t), k, lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
 	r2 := mustGrant(t)(s.rw(t, rwlock.ReaderPreference()).TryRLock(ctx, k))
 	releaseGrant(t, r)
 	releaseGrant(t, r2)
-	served(t, got, releaseGrant, "writer not granted after the readers left")
+	suitekit.Served(t, got, releaseGrant, "writer not granted after the readers left")
 }
 
 // testRWNoStarvation runs overlapping readers without pause; a writer must
 // still get in promptly.
 func (s *suite) testRWNoStarvation(t *testing.T) {
-	k := key(t)
+	k := suitekit.Key(t)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	opts := []lockx.Option{lockx.WithBackoff(2*time.Millisecond, 20*time.Millisecond)}
@@ -174,7 +189,7 @@ func (s *suite) testRWNoStarvation(t *testing.T) {
 					return
 				default:
 				}
-				r, err := rw.RLock(ctxT(t, 20*time.Second), k, opts...)
+				r, err := rw.RLock(suitekit.CtxT(t, 20*time.Second), k, opts...)
 				if err != nil {
 					t.Error(err)
 					return
@@ -186,7 +201,7 @@ func (s *suite) testRWNoStarvation(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond)
 	start := time.Now()
-	w, err := s.rw(t).Lock(ctxT(t, 10*time.Second), k, append(opts, lockx.WithWait(5*time.Second))...)
+	w, err := s.rw(t).Lock(suitekit.CtxT(t, 10*time.Second), k, append(opts, lockx.WithWait(5*time.Second))...)
 	close(stop)
 	if err != nil {
 		wg.Wait()
@@ -200,8 +215,8 @@ func (s *suite) testRWNoStarvation(t *testing.T) {
 // testRWQueuedReadersFirst: readers queued before a writer enter before it
 // (and together), readers arriving after it wait for it.
 func (s *suite) testRWQueuedReadersFirst(t *testing.T) {
-	k := key(t)
-	ctx := ctxT(t, 20*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 20*time.Second)
 	opts := []lockx.Option{lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond)}
 	w0 := mustGrant(t)(s.rw(t).Lock(ctx, k))
 	var mu sync.Mutex
@@ -241,9 +256,9 @@ func (s *suite) testRWQueuedReadersFirst(t *testing.T) {
 }
 
 func (s *suite) testRWCrashedReader(t *testing.T) {
-	k := key(t)
+	k := suitekit.Key(t)
 	b := s.rwBackend(t)
-	ctx := ctxT(t, 10*time.Second)
+	ctx := suitekit.CtxT(t, 10*time.Second)
 	// A reader that crashed right after its grant: nobody renews its lease.
 	res, err := b.AcquireRW(ctx, driver.ModeRead, driver.Request{Key: k, Owner: lockx.NewOwner(), Lease: 300 * time.Millisecond, Fair: true})
 	if err != nil || !res.Acquired {
@@ -261,8 +276,8 @@ func (s *suite) testRWCrashedReader(t *testing.T) {
 }
 
 func (s *suite) testRWWatchdog(t *testing.T) {
-	k := key(t)
-	ctx := ctxT(t, 10*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 10*time.Second)
 	r := mustGrant(t)(s.rw(t).RLock(ctx, k, lockx.WithWatchdog(time.Second)))
 	other := s.rw(t)
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
@@ -281,13 +296,13 @@ func (s *suite) testRWWatchdog(t *testing.T) {
 }
 
 func (s *suite) testRWLost(t *testing.T) {
-	k := key(t)
-	ctx := ctxT(t, 10*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 10*time.Second)
 	r := mustGrant(t)(s.rw(t).RLock(ctx, k, lockx.WithWatchdog(300*time.Millisecond)))
 	if err := s.rwBackend(t).ReleaseRW(ctx, driver.ModeRead, k, r.Owner()); err != nil {
 		t.Fatalf("force release: %v", err)
 	}
-	if !closedWithin(r.Lost(), 2*time.Second) {
+	if !suitekit.ClosedWithin(r.Lost(), 2*time.Second) {
 		t.Fatal("Lost did not fire after the read lease was taken away")
 	}
 	if !errors.Is(context.Cause(r.Context()), lockx.ErrLost) {
@@ -297,14 +312,14 @@ func (s *suite) testRWLost(t *testing.T) {
 		t.Fatalf("Release of a lost read lock = %v, want ErrLost", err)
 	}
 	w := mustGrant(t)(s.rw(t).RLock(ctx, k, lockx.WithLease(150*time.Millisecond)))
-	if !closedWithin(w.Lost(), 2*time.Second) {
+	if !suitekit.ClosedWithin(w.Lost(), 2*time.Second) {
 		t.Fatal("explicit read lease did not end")
 	}
 }
 
 func (s *suite) testRWDowngrade(t *testing.T) {
-	k := key(t)
-	ctx := ctxT(t, 10*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 10*time.Second)
 	rw := s.rw(t)
 	w := mustGrant(t)(rw.Lock(ctx, k))
 	// A writer waits; the downgrade must still get the read side at once.
@@ -325,12 +340,12 @@ func (s *suite) testRWDowngrade(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 	releaseGrant(t, r)
-	served(t, got, releaseGrant, "writer not granted after the downgraded reader left")
+	suitekit.Served(t, got, releaseGrant, "writer not granted after the downgraded reader left")
 }
 
 func (s *suite) testRWUpgrade(t *testing.T) {
-	k := key(t)
-	ctx := ctxT(t, 10*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 10*time.Second)
 	rw := s.rw(t)
 	r := mustGrant(t)(rw.RLock(ctx, k))
 	start := time.Now()
@@ -350,8 +365,8 @@ func (s *suite) testRWUpgrade(t *testing.T) {
 }
 
 func (s *suite) testRWNestedRead(t *testing.T) {
-	k := key(t)
-	ctx := ctxT(t, 10*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 10*time.Second)
 	rw := s.rw(t)
 	r := mustGrant(t)(rw.RLock(ctx, k))
 	got := writerWaiting(t, s.rw(t), k, lockx.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
@@ -367,12 +382,12 @@ func (s *suite) testRWNestedRead(t *testing.T) {
 		t.Fatal("inner release ended the outer read lock")
 	}
 	releaseGrant(t, r)
-	served(t, got, releaseGrant, "writer not granted")
+	suitekit.Served(t, got, releaseGrant, "writer not granted")
 }
 
 func (s *suite) testRWTokens(t *testing.T) {
-	k := key(t)
-	ctx := ctxT(t, 10*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 10*time.Second)
 	rw := s.rw(t)
 	var last lockx.Token
 	for i := 0; i < 3; i++ {
@@ -401,13 +416,13 @@ func (s *suite) testRWWakeUp(t *testing.T) {
 		t.Skip("backend does not implement driver.Notifier")
 	}
 	opts := []lockx.Option{lockx.WithBackoff(20*time.Second, 20*time.Second), lockx.WithQueueTTL(60 * time.Second)}
-	k := key(t)
-	ctx := ctxT(t, 30*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 30*time.Second)
 	// A reader waits for a writer, then a writer waits for readers.
 	w := mustGrant(t)(s.rw(t).Lock(ctx, k, opts...))
 	rgot := make(chan *lockx.Grant, 2)
 	for i := 0; i < 2; i++ {
-		rw, report := s.rw(t), reporter(t)
+		rw, report := s.rw(t), suitekit.Reporter(t)
 		go func() {
 			r, err := rw.RLock(ctx, k, opts...)
 			if err != nil {
@@ -434,12 +449,12 @@ func (s *suite) testRWWakeUp(t *testing.T) {
 	for _, r := range readers {
 		releaseGrant(t, r)
 	}
-	served(t, wgot, releaseGrant, "writer not woken by the last reader's release")
+	suitekit.Served(t, wgot, releaseGrant, "writer not woken by the last reader's release")
 }
 
 func (s *suite) testRWOnlyOwner(t *testing.T) {
-	k := key(t)
-	ctx := ctxT(t, 10*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 10*time.Second)
 	b := s.rwBackend(t)
 	r := mustGrant(t)(s.rw(t).RLock(ctx, k))
 	w := mustGrant(t)(s.rw(t).Lock(ctx, k+"w"))
@@ -470,7 +485,7 @@ func (s *suite) testRWOnlyOwner(t *testing.T) {
 // testRWExclusion hammers one key from several clients and checks the
 // invariant at every grant: one writer and nobody else, or only readers.
 func (s *suite) testRWExclusion(t *testing.T) {
-	k := key(t)
+	k := suitekit.Key(t)
 	var readers, writers, maxReaders atomic.Int64
 	var wg sync.WaitGroup
 	opts := []lockx.Option{lockx.WithBackoff(time.Millisecond, 20*time.Millisecond)}
@@ -481,7 +496,7 @@ func (s *suite) testRWExclusion(t *testing.T) {
 			go func(write bool) {
 				defer wg.Done()
 				for n := 0; n < 8; n++ {
-					ctx := ctxT(t, 30*time.Second)
+					ctx := suitekit.CtxT(t, 30*time.Second)
 					if write {
 						w, err := rw.Lock(ctx, k, opts...)
 						if err != nil {
@@ -519,14 +534,14 @@ func (s *suite) testRWExclusion(t *testing.T) {
 }
 
 func (s *suite) testRWClose(t *testing.T) {
-	k := key(t)
-	ctx := ctxT(t, 10*time.Second)
+	k := suitekit.Key(t)
+	ctx := suitekit.CtxT(t, 10*time.Second)
 	c := lockx.New(s.newBackend(t))
 	r := mustGrant(t)(rwlock.New(c).RLock(ctx, k))
 	if err := c.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if !closedWithin(r.Context().Done(), 2*time.Second) {
+	if !suitekit.ClosedWithin(r.Context().Done(), 2*time.Second) {
 		t.Fatal("read lock's context not cancelled by Close")
 	}
 	if context.Cause(r.Context()) != lockx.ErrClosed {
@@ -543,7 +558,7 @@ func (s *suite) testRWClose(t *testing.T) {
 }
 
 func (s *suite) testRWBadInput(t *testing.T) {
-	ctx := ctxT(t, 5*time.Second)
+	ctx := suitekit.CtxT(t, 5*time.Second)
 	rw := s.rw(t)
 	cases := []struct {
 		name string
@@ -551,10 +566,10 @@ func (s *suite) testRWBadInput(t *testing.T) {
 	}{
 		{"empty key", func() error { _, err := rw.RLock(ctx, ""); return err }},
 		{"empty key write", func() error { _, err := rw.TryLock(ctx, ""); return err }},
-		{"zero lease", func() error { _, err := rw.RLock(ctx, key(t), lockx.WithLease(0)); return err }},
-		{"nil client", func() error { _, err := rwlock.New(nil).RLock(ctx, key(t)); return err }},
+		{"zero lease", func() error { _, err := rw.RLock(ctx, suitekit.Key(t), lockx.WithLease(0)); return err }},
+		{"nil client", func() error { _, err := rwlock.New(nil).RLock(ctx, suitekit.Key(t)); return err }},
 		{"bad mode", func() error {
-			_, err := s.rwBackend(t).AcquireRW(ctx, 0, driver.Request{Key: key(t), Owner: lockx.NewOwner(), Lease: time.Second})
+			_, err := s.rwBackend(t).AcquireRW(ctx, 0, driver.Request{Key: suitekit.Key(t), Owner: lockx.NewOwner(), Lease: time.Second})
 			return err
 		}},
 	}
