@@ -20,9 +20,12 @@ type Job struct {
 // Guard wraps fn so that, whichever instances fire for a trigger, exactly one
 // runs it: the one that first claims the lock "cron:<job>:<trigger time>".
 // The others skip, and each skip is reported (OnSkip, RunAt's error). The
-// trigger is the schedule's instant nearest to the firing time, so
-// instances whose clocks or timers differ by less than half a period agree
-// on it.
+// trigger is the schedule's instant nearest to the firing time: an instance
+// that fires less than half a period late by its own clock names the
+// trigger it meant, whatever its clock's offset, and offsets between
+// instances only have to stay within AtLeastFor; with UsingBackendTime the
+// store's clock names it and any offset is harmless (the exact bounds are
+// in docs/patterns/cronguard.md, "Clock skew: the exact bound").
 //
 // Bad input — an empty job, a nil fn, no schedule, a schedule that fires at
 // most once, a schedule finer than the backend's clock resolution,
