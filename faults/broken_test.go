@@ -42,6 +42,8 @@ func TestFaultLockSensitivity(t *testing.T) {
 		{"holder-pause", "short", "", []string{"before A's lease could have expired"}},
 		{"holder-pause", "", "ignore", []string{"before A's lease could have expired"}},
 		{"redlock-one-node-killed", "", "ignore", []string{"during a fault shorter than the lease", "fenced-mutex model"}},
+		{"mysql-table-holder-pause", "short", "", []string{"before A's lease could have expired"}},
+		{"mysql-table-session-killed", "", "ignore", []string{"during a fault shorter than the lease", "fenced-mutex model"}},
 	}
 	for _, c := range cases {
 		sc := *byName[c.scenario]

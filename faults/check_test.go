@@ -112,7 +112,7 @@ func lockProblems(sc *scenario, res *result) []string {
 		ps = append(ps, fmt.Sprintf("lock: B was granted during a fault shorter than the lease in %d/%d runs", res.SecondGrants, res.Runs))
 	}
 	if sc.byExpiry && res.EarlyGrants > 0 {
-		ps = append(ps, fmt.Sprintf("lock: B was granted before A's lease could have expired in %d/%d runs (earliest by %v)", res.EarlyGrants, res.Runs, -res.Margin))
+		ps = append(ps, fmt.Sprintf("lock: B was granted before A's lease could have expired in %d/%d runs (earliest by %v)", res.EarlyGrants, res.Runs, (-res.Margin).Round(time.Millisecond)))
 	}
 	if lockMustHold(sc) && res.MutexViolations > 0 {
 		ps = append(ps, fmt.Sprintf("lock: %d/%d lock histories fail the fenced-mutex model where the lock alone must hold", res.MutexViolations, res.Runs))
