@@ -3,8 +3,9 @@ package mysqllock
 import (
 	"context"
 	"database/sql"
-	"github.com/lockx-go/lockx/lockx/driver"
 	"time"
+
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 var (
@@ -18,14 +19,15 @@ var (
 // row has an owner and an unexpired lease. Age is 0: no grant time is kept.
 type inspector struct {
 	db    *sql.DB
+	t     tables
 	table string
-	queue string
 	where string
+	ready func(context.Context) error // migrate first, as every call does
 }
 
 func (in inspector) query(live string) string {
 	return "SELECT f.k, f.owner, f.token, GREATEST(TIMESTAMPDIFF(MICROSECOND, NOW(6), f.expires), 0)," +
-		" (SELECT COUNT(*) FROM " + in.queue + " q WHERE q.name = f.name AND q.expires > NOW(6))" +
+		" (SELECT COUNT(*) FROM " + in.t.queue + " q WHERE q.name = f.name AND q.expires > NOW(6))" +
 		" FROM " + in.table + " f WHERE " + in.where + " AND " + live
 }
 
@@ -57,12 +59,16 @@ func (in inspector) scan(ctx context.Context, fn func(driver.LockInfo) bool, q s
 	return nil
 }
 
-func (in inspector) lock(ctx context.Context, key, name string) (driver.LockInfo, error) {
+// Lock answers driver.Inspector.Lock.
+func (in inspector) Lock(ctx context.Context, key string) (driver.LockInfo, error) {
+	if err := in.ready(ctx); err != nil {
+		return driver.LockInfo{}, err
+	}
 	var (
 		li    driver.LockInfo
 		found bool
 	)
-	err := in.scan(ctx, func(x driver.LockInfo) bool { li, found = x, true; return false }, in.query("f.name = ?"), name)
+	err := in.scan(ctx, func(x driver.LockInfo) bool { li, found = x, true; return false }, in.query("f.name = ?"), in.t.lockName(key))
 	switch {
 	case err != nil:
 		return driver.LockInfo{}, err
@@ -73,48 +79,40 @@ func (in inspector) lock(ctx context.Context, key, name string) (driver.LockInfo
 	return li, nil
 }
 
-func (in inspector) locks(ctx context.Context, prefix string, fn func(driver.LockInfo) bool) error {
+// Locks answers driver.Inspector.Locks.
+func (in inspector) Locks(ctx context.Context, prefix string, fn func(driver.LockInfo) bool) error {
+	if err := in.ready(ctx); err != nil {
+		return err
+	}
 	return in.scan(ctx, fn, in.query("LEFT(f.k, ?) = ?")+" ORDER BY f.k", len(prefix), []byte(prefix))
 }
 
 func (b *Backend) inspector() inspector {
-	return inspector{db: b.db, table: b.t.fence, queue: b.t.queue, where: "f.conn = IS_USED_LOCK(f.name)"}
+	return inspector{db: b.db, t: b.t, table: b.t.fence, where: "f.conn = IS_USED_LOCK(f.name)", ready: b.ready}
 }
 
 // Lock implements driver.Inspector.
 func (b *Backend) Lock(ctx context.Context, key string) (driver.LockInfo, error) {
-	if err := b.ready(ctx); err != nil {
-		return driver.LockInfo{}, err
-	}
-	return b.inspector().lock(ctx, key, b.t.lockName(key))
+	return b.inspector().Lock(ctx, key)
 }
 
 // Locks implements driver.Inspector, in key order. Keys longer than 255
 // bytes are reported cut to 255 bytes.
 func (b *Backend) Locks(ctx context.Context, prefix string, fn func(driver.LockInfo) bool) error {
-	if err := b.ready(ctx); err != nil {
-		return err
-	}
-	return b.inspector().locks(ctx, prefix, fn)
+	return b.inspector().Locks(ctx, prefix, fn)
 }
 
 func (b *TableBackend) inspector() inspector {
-	return inspector{db: b.db, table: b.t.lease, queue: b.t.queue, where: "f.owner <> '' AND f.expires > NOW(6)"}
+	return inspector{db: b.db, t: b.t, table: b.t.lease, where: "f.owner <> '' AND f.expires > NOW(6)", ready: b.ready}
 }
 
 // Lock implements driver.Inspector.
 func (b *TableBackend) Lock(ctx context.Context, key string) (driver.LockInfo, error) {
-	if err := b.ready(ctx); err != nil {
-		return driver.LockInfo{}, err
-	}
-	return b.inspector().lock(ctx, key, b.t.lockName(key))
+	return b.inspector().Lock(ctx, key)
 }
 
 // Locks implements driver.Inspector, in key order. Keys longer than 255
 // bytes are reported cut to 255 bytes.
 func (b *TableBackend) Locks(ctx context.Context, prefix string, fn func(driver.LockInfo) bool) error {
-	if err := b.ready(ctx); err != nil {
-		return err
-	}
-	return b.inspector().locks(ctx, prefix, fn)
+	return b.inspector().Locks(ctx, prefix, fn)
 }

@@ -339,14 +339,8 @@ func testObserve(t *testing.T, newClient NewClient) {
 	}
 
 	slices.SortFunc(spans, func(a, b span) int { return int(a.ret - b.ret) })
-	var ops []porcupine.Operation
-	for _, s := range spans {
-		ops = append(ops,
-			porcupine.Operation{ClientId: s.id, Input: faults.MutexIn{Client: s.id}, Output: faults.MutexOut{OK: true, Token: uint64(s.term)}, Call: s.call, Return: s.ret},
-			porcupine.Operation{ClientId: s.id, Input: faults.MutexIn{Release: true, Client: s.id}, Output: faults.MutexOut{OK: true}, Call: s.rcall, Return: s.end})
-	}
-	if res := porcupine.CheckOperationsTimeout(faults.MutexModel, ops, 10*time.Second); res != porcupine.Ok {
-		t.Errorf("the leaders' history fails the fenced-mutex model (%v): two leaders at once or a term not rising: %+v", res, spans)
+	if err := checkHistory(spans); err != nil {
+		t.Error(err)
 	}
 
 	var observed []leader.Info
@@ -455,4 +449,19 @@ func testFence(t *testing.T, newClient NewClient) {
 	if err := fs.Fence(ctx, res, ta.Token()); !errors.Is(err, lockx.ErrStaleToken) {
 		t.Errorf("deposed term %d fenced after term %d: %v, want ErrStaleToken", ta.Token(), tb.Token(), err)
 	}
+}
+
+// checkHistory checks the leaders' history against the fenced-mutex model
+// (porcupine): no two leaders at once, each term above the earlier ones.
+func checkHistory(spans []span) error {
+	var ops []porcupine.Operation
+	for _, s := range spans {
+		ops = append(ops,
+			porcupine.Operation{ClientId: s.id, Input: faults.MutexIn{Client: s.id}, Output: faults.MutexOut{OK: true, Token: uint64(s.term)}, Call: s.call, Return: s.ret},
+			porcupine.Operation{ClientId: s.id, Input: faults.MutexIn{Release: true, Client: s.id}, Output: faults.MutexOut{OK: true}, Call: s.rcall, Return: s.end})
+	}
+	if res := porcupine.CheckOperationsTimeout(faults.MutexModel, ops, 10*time.Second); res != porcupine.Ok {
+		return fmt.Errorf("the leaders' history fails the fenced-mutex model (%v): two leaders at once or a term not rising: %+v", res, spans)
+	}
+	return nil
 }
