@@ -521,7 +521,8 @@ func (c *cli) forceUnlock(ctx context.Context, b driver.Backend, key string) int
 		}
 	}
 	line, _ := json.Marshal(rec)
-	if _, err := af.Write(append(line, '\n')); err == nil {
+	_, err = af.Write(append(line, '\n'))
+	if err == nil {
 		err = af.Sync()
 	}
 	if err != nil {
