@@ -44,7 +44,7 @@ func main() {
 
 type options struct {
 	listen, redisURL, postgresURL, prefix, schema, namespace, keysFile string
-	metricsListen, tlsCert, tlsKey, signingKeyFile                     string
+	metricsListen, tlsCert, tlsKey, signingKeyFile, keySaltFile        string
 	zookeeper, zkRoot                                                  string
 	memory                                                             bool
 	maxLease, maxWait, grace                                           time.Duration
@@ -61,6 +61,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	fs.StringVar(&o.tlsCert, "tls-cert", getenv("LOCKXD_TLS_CERT"), "serve TLS with this PEM certificate `file` (chain; env LOCKXD_TLS_CERT); needs --tls-key")
 	fs.StringVar(&o.tlsKey, "tls-key", getenv("LOCKXD_TLS_KEY"), "PEM private key `file` of --tls-cert (env LOCKXD_TLS_KEY)")
 	fs.StringVar(&o.signingKeyFile, "token-signing-key", getenv("LOCKXD_TOKEN_SIGNING_KEY_FILE"), "sign every grant's fencing token with the key in this `file` (at least 16 bytes; env LOCKXD_TOKEN_SIGNING_KEY_FILE) and require signed tokens at /v1/fence")
+	fs.StringVar(&o.keySaltFile, "key-salt", getenv("LOCKXD_KEY_SALT_FILE"), "tag every backend key with an HMAC keyed by the secret in this `file` (at least 16 bytes; env LOCKXD_KEY_SALT_FILE), so no tenant can craft a key whose backend hash hits another's; the same on every replica, set before first use")
 	fs.StringVar(&o.redisURL, "redis", getenv("LOCKX_REDIS_URL"), "Redis `URL` (env LOCKX_REDIS_URL)")
 	fs.StringVar(&o.postgresURL, "postgres", getenv("LOCKX_POSTGRES_URL"), "PostgreSQL `URL` (env LOCKX_POSTGRES_URL)")
 	fs.StringVar(&o.zookeeper, "zookeeper", getenv("LOCKX_ZOOKEEPER"), "ZooKeeper `servers`, host:port,... (env LOCKX_ZOOKEEPER)")
@@ -104,15 +105,13 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 		}
 		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	var signingKey []byte
-	if o.signingKeyFile != "" {
-		k, err := os.ReadFile(o.signingKeyFile)
-		if err != nil {
-			return fail(fmt.Errorf("--token-signing-key: %w", err))
-		}
-		if signingKey = []byte(strings.TrimSpace(string(k))); len(signingKey) < lockx.MinSigningKeyLen {
-			return fail(fmt.Errorf("--token-signing-key: %d bytes, want at least %d", len(signingKey), lockx.MinSigningKeyLen))
-		}
+	signingKey, err := readSecret("--token-signing-key", o.signingKeyFile)
+	if err != nil {
+		return fail(err)
+	}
+	keySalt, err := readSecret("--key-salt", o.keySaltFile)
+	if err != nil {
+		return fail(err)
 	}
 	tenants, err := lockxd.LoadKeys(o.keysFile, getenv("LOCKXD_KEYS"))
 	if err != nil {
@@ -128,7 +127,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	}
 	defer closeFn()
 
-	srv := lockxd.NewServer(b, lockxd.Config{MaxLease: o.maxLease, MaxWait: o.maxWait, Tenants: tenants, Logger: logger, TokenSigningKey: signingKey})
+	srv := lockxd.NewServer(b, lockxd.Config{MaxLease: o.maxLease, MaxWait: o.maxWait, Tenants: tenants, Logger: logger, TokenSigningKey: signingKey, KeySalt: keySalt})
 	ln, err := listen(o.listen, tlsConf)
 	if err != nil {
 		return fail(err)
@@ -177,6 +176,22 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	_ = srv.Close(sctx)
 	logger.Info("lockxd stopped")
 	return 0
+}
+
+// readSecret reads a secret of at least lockx.MinSigningKeyLen bytes from
+// path (surrounding white space trimmed); "" means none.
+func readSecret(flag, path string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	k, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", flag, err)
+	}
+	if k = []byte(strings.TrimSpace(string(k))); len(k) < lockx.MinSigningKeyLen {
+		return nil, fmt.Errorf("%s: %d bytes, want at least %d", flag, len(k), lockx.MinSigningKeyLen)
+	}
+	return k, nil
 }
 
 // listen opens a TCP listener on addr, speaking TLS if conf is set.

@@ -117,6 +117,8 @@ type tenant struct {
 	// too short to use: every fence is refused.
 	signer  *lockx.TokenSigner
 	signing bool
+	// salt keys the tags of the tenant's backend keys (Config.KeySalt).
+	salt []byte
 
 	mu        sync.Mutex
 	tokens    float64

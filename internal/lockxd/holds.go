@@ -167,7 +167,7 @@ func (s *Server) acquire(k kind, wait bool) handler {
 		}
 		owner := holder(t, string(secret))
 		lease := time.Duration(req.LeaseMS) * time.Millisecond
-		key := ns(t) + req.Key
+		key := t.bkey(req.Key)
 		id := holdID(k, key, owner, req.Mode)
 		if !t.reserve(id, time.Now()) {
 			return nil, &httpError{status: http.StatusTooManyRequests, code: "quota", title: "quota exceeded", detail: fmt.Sprintf("tenant %s holds its maximum of %d locks", t.name, t.cfg.MaxHeld), retryAfter: time.Second}
@@ -297,7 +297,7 @@ func (s *Server) release(k kind) handler {
 		if herr != nil {
 			return nil, herr
 		}
-		key, owner := ns(t)+req.Key, holder(t, req.Owner)
+		key, owner := t.bkey(req.Key), holder(t, req.Owner)
 		err := o.release(ctx, key, owner)
 		t.released(holdID(k, key, owner, req.Mode))
 		if err != nil {
@@ -313,7 +313,7 @@ func (s *Server) extend(k kind) handler {
 		if herr != nil {
 			return nil, herr
 		}
-		key, owner := ns(t)+req.Key, holder(t, req.Owner)
+		key, owner := t.bkey(req.Key), holder(t, req.Owner)
 		lease := time.Duration(req.LeaseMS) * time.Millisecond
 		start := time.Now()
 		err := o.extend(ctx, key, owner, lease)
@@ -335,7 +335,7 @@ func (s *Server) ttl(ctx context.Context, t *tenant, r *http.Request) (any, *htt
 	if herr != nil {
 		return nil, herr
 	}
-	d, err := s.b.TTL(ctx, ns(t)+req.Key, holder(t, req.Owner))
+	d, err := s.b.TTL(ctx, t.bkey(req.Key), holder(t, req.Owner))
 	if err != nil {
 		return nil, backendError(err)
 	}
@@ -362,7 +362,7 @@ func (s *Server) extendMany(ctx context.Context, t *tenant, r *http.Request) (an
 			herr.detail = fmt.Sprintf("locks[%d]: %s", i, herr.detail)
 			return nil, herr
 		}
-		reqs[i] = driver.ExtendRequest{Key: ns(t) + it.Key, Owner: holder(t, it.Owner), Lease: time.Duration(it.LeaseMS) * time.Millisecond}
+		reqs[i] = driver.ExtendRequest{Key: t.bkey(it.Key), Owner: holder(t, it.Owner), Lease: time.Duration(it.LeaseMS) * time.Millisecond}
 	}
 	start := time.Now()
 	var errs []error

@@ -25,11 +25,11 @@ func (s *Server) inspect(ctx context.Context, t *tenant, r *http.Request) (any, 
 		if err := checkKey("key", key, maxKeyLen); err != nil {
 			return nil, badRequest("%v", err)
 		}
-		li, err := in.Lock(ctx, pre+key)
+		li, err := in.Lock(ctx, t.bkey(key))
 		if err != nil {
 			return nil, backendError(err)
 		}
-		return view(pre, li), nil
+		return t.view(li), nil
 	}
 	prefix := q.Get("prefix")
 	if len(prefix) > maxKeyLen || !utf8.ValidString(prefix) {
@@ -39,7 +39,7 @@ func (s *Server) inspect(ctx context.Context, t *tenant, r *http.Request) (any, 
 	out := []wire.LockView{}
 	err := in.Locks(ctx, pre+prefix, func(li lockx.LockInfo) bool {
 		if strings.HasPrefix(li.Key, pre) {
-			out = append(out, view(pre, li))
+			out = append(out, t.view(li))
 		}
 		return len(out) < limit
 	})
@@ -49,8 +49,8 @@ func (s *Server) inspect(ctx context.Context, t *tenant, r *http.Request) (any, 
 	return wire.LockList{Locks: out, Truncated: len(out) >= limit}, nil
 }
 
-func view(ns string, li lockx.LockInfo) wire.LockView {
-	return wire.LockView{Key: strings.TrimPrefix(li.Key, ns), Holder: string(li.Owner), Token: li.Token.String(), TTLMS: li.TTL.Milliseconds(), AgeMS: li.Age.Milliseconds(), Waiters: li.Waiters}
+func (t *tenant) view(li lockx.LockInfo) wire.LockView {
+	return wire.LockView{Key: t.visible(li.Key), Holder: string(li.Owner), Token: li.Token.String(), TTLMS: li.TTL.Milliseconds(), AgeMS: li.Age.Milliseconds(), Waiters: li.Waiters}
 }
 
 func (s *Server) usage(ctx context.Context, t *tenant, r *http.Request) (any, *httpError) {
@@ -63,7 +63,7 @@ func (s *Server) usage(ctx context.Context, t *tenant, r *http.Request) (any, *h
 	if err := checkKey("key", key, maxKeyLen); err != nil {
 		return nil, badRequest("%v", err)
 	}
-	u, err := sb.Permits(ctx, ns(t)+key)
+	u, err := sb.Permits(ctx, t.bkey(key))
 	if err != nil {
 		return nil, backendError(err)
 	}

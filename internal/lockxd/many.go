@@ -37,7 +37,7 @@ func (s *Server) acquireMany(ctx context.Context, t *tenant, r *http.Request) (a
 		if i > 0 && k <= m.Keys[i-1] {
 			return nil, badRequest("keys must be sorted and distinct")
 		}
-		reqs[i] = driver.Request{Key: ns(t) + k, Owner: owner, Lease: lease}
+		reqs[i] = driver.Request{Key: t.bkey(k), Owner: owner, Lease: lease}
 	}
 	ids := make([]string, len(reqs))
 	now := time.Now()

@@ -54,6 +54,12 @@ type Config struct {
 	// key, TenantSigningKey(TokenSigningKey, tenant), and require a valid
 	// signature at POST /v1/fence (docs/lockxd.md, "Signed tokens").
 	TokenSigningKey []byte
+	// KeySalt, if set, appends to every backend key a tag keyed by it
+	// (keytag.go), so that no tenant can compute a key name whose backend
+	// hash (pglock's advisory-lock id) equals another tenant's key's. Every
+	// replica over one backend needs the same salt; setting or changing it
+	// changes every backend key (docs/lockxd.md, "Key tags").
+	KeySalt []byte
 }
 
 // Server is lockxd's HTTP handler over one backend. It keeps no lock state
@@ -87,6 +93,9 @@ func NewServer(b driver.Backend, cfg Config) *Server {
 	}
 	s := &Server{b: b, cfg: cfg, auth: newAuthenticator(cfg.Tenants), mux: http.NewServeMux(), log: cfg.Logger, closing: make(chan struct{}), routes: map[string]string{}}
 	s.metrics = newMetrics(s.auth, cfg.Readers)
+	for _, t := range s.auth.tenants {
+		t.salt = cfg.KeySalt
+	}
 	if cfg.TokenSigningKey != nil {
 		for _, t := range s.auth.tenants {
 			// NewServer has no error to return: a short key signs with

@@ -66,7 +66,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	}
 	defer t.endWait()
 	rc := http.NewResponseController(w)
-	wake, cancel, err := n.Watch(r.Context(), ns(t)+key, holder(t, owner))
+	wake, cancel, err := n.Watch(r.Context(), t.bkey(key), holder(t, owner))
 	if err != nil {
 		fail(backendError(err))
 		return
