@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
 )
 
@@ -23,12 +23,12 @@ func h16(key string) string {
 	return fmt.Sprintf("h%04x", h.Sum64()&0xffff)
 }
 
-func (w weakHash) Acquire(ctx context.Context, r lockx.Request) (lockx.Result, error) {
+func (w weakHash) Acquire(ctx context.Context, r driver.Request) (driver.Result, error) {
 	r.Key = h16(r.Key)
 	return w.Backend.Acquire(ctx, r)
 }
 
-func (w weakHash) Release(ctx context.Context, key string, o lockx.Owner) error {
+func (w weakHash) Release(ctx context.Context, key string, o driver.Owner) error {
 	return w.Backend.Release(ctx, h16(key), o)
 }
 

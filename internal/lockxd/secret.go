@@ -2,9 +2,10 @@ package lockxd
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
+	"encoding/base64"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/lockx-go/lockx/lockx"
 )
@@ -18,7 +19,10 @@ const minSecretLen = 16
 
 // Holder returns the label under which a hold with the given secret (the
 // owner its acquirer sent, or was sent back) is kept in the backend, and
-// shown by inspection: a one-way function of the tenant and the secret.
+// shown by inspection: "h-" and 120 bits of SHA-256 over the tenant and
+// the secret (20 base64url characters), then the secret's public part —
+// whatever follows its first '~' at or after minSecretLen, such as the
+// identity of a leader-election candidate (patterns/leader).
 //
 // A label is never a credential: every operation derives the backend
 // owner from the secret it is given, so a client that presents a label it
@@ -32,7 +36,11 @@ func Holder(tenant string, secret lockx.Owner) lockx.Owner {
 	h.Write([]byte(tenant))
 	h.Write([]byte{0})
 	h.Write([]byte(secret))
-	return lockx.Owner("h-" + hex.EncodeToString(h.Sum(nil)[:16]))
+	label := "h-" + base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:15])
+	if i := strings.IndexByte(string(secret), '~'); i >= minSecretLen {
+		label += string(secret[i:])
+	}
+	return lockx.Owner(label)
 }
 
 // holder is the backend owner of secret in tenant t.

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/lockx-go/lockx/internal/testenv"
+	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/memlock"
 	"github.com/lockx-go/lockx/lockx/zklock"
 )
 
@@ -100,5 +102,23 @@ func TestHoldSecretsWithinTenant(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// A secret's public part (after its first '~') shows in the label, for
+// readers such as patterns/leader; the label still operates nothing.
+func TestHolderPublicPart(t *testing.T) {
+	ts := start(t, memlock.New())
+	secret := "0123456789abcdefghij~worker-7"
+	if r := call(t, ts, "key-a", "POST", "/v1/locks/try-acquire", fmt.Sprintf(`{"key":"k","lease_ms":30000,"owner":%q}`, secret)); r.status != 200 {
+		t.Fatalf("acquire: %d %s", r.status, r.raw)
+	}
+	one := call(t, ts, "key-a2", "GET", "/v1/locks?key=k", "")
+	label, _ := one.body["holder"].(string)
+	if !strings.HasPrefix(label, "h-") || !strings.HasSuffix(label, "~worker-7") || strings.Contains(label, "0123456789") || label != string(Holder("a", lockx.Owner(secret))) {
+		t.Fatalf("label %q", label)
+	}
+	if r := call(t, ts, "key-a2", "POST", "/v1/locks/release", fmt.Sprintf(`{"key":"k","owner":%q}`, label)); r.status != 404 {
+		t.Fatalf("release by label: %d %s", r.status, r.raw)
 	}
 }
