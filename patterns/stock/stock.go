@@ -38,26 +38,28 @@ type Stock struct {
 }
 
 // Order is a purchase or a reservation: Qty units taken from one or more
-// segments (Parts). Keep it (it is plain data, safe to serialise) to
-// confirm or cancel later.
+// segments (Parts). Keep it (it is plain data, safe to serialise; its JSON
+// names are snake_case like the rest of lockx's JSON) to confirm or cancel
+// later.
 type Order struct {
-	ID   string
-	SKU  string
-	User string
-	Qty  int64
+	ID   string `json:"id"`
+	SKU  string `json:"sku"`
+	User string `json:"user"`
+	Qty  int64  `json:"qty"`
 	// Parts are where the units came from: one part, unless no single
 	// segment held Qty units and the order was gathered from several.
-	Parts []Part
+	Parts []Part `json:"parts"`
 	// Deadline is when an unconfirmed reservation expires (by the local
-	// clock at Reserve; the backend's clock decides); zero once confirmed.
-	Deadline time.Time
+	// clock at Reserve; the backend's clock decides); zero once confirmed,
+	// and then left out of the JSON.
+	Deadline time.Time `json:"deadline,omitzero"`
 }
 
 // Part is the share of an Order held in one segment's ledger.
 type Part struct {
-	Seg   int
-	Qty   int64
-	Entry string // the ledger entry id
+	Seg   int    `json:"segment"`
+	Qty   int64  `json:"qty"`
+	Entry string `json:"entry"` // the ledger entry id
 }
 
 // New returns the stock of sku served through c. The backend of c must

@@ -25,6 +25,26 @@ import (
 
 const chromium = "/usr/bin/chromium"
 
+// text is the text of the page's element sel.
+func text(t *testing.T, page context.Context, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(page, chromedp.TextContent(sel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// number is the number the page shows in sel, -1 before the first refresh.
+func number(t *testing.T, page context.Context, sel string) int {
+	t.Helper()
+	n, err := strconv.Atoi(text(t, page, sel))
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
 func TestPageInBrowser(t *testing.T) {
 	if _, err := os.Stat(chromium); err != nil {
 		if testenv.InCI() {
@@ -79,13 +99,17 @@ func TestPageInBrowser(t *testing.T) {
 		r, _ := RunLoad(ctx, LoadConfig{Targets: urls, Buyers: 1200, Concurrency: 16, Restock: 20})
 		done <- r
 	}()
-	sawFall := false
-	for !sawFall {
+	// The sale progresses on the page: stock falls while the sold count
+	// rises, and at some refresh orders/s is above zero.
+	sawFall, sawSold, sawRate := false, false, false
+	for !sawFall || !sawSold || !sawRate {
 		n := left()
-		sawFall = n >= 0 && n < 400
+		sawFall = sawFall || n >= 0 && n < 400
+		sawSold = sawSold || number(t, page, "#sold") > 0
+		sawRate = sawRate || number(t, page, "#ops") > 0
 		select {
 		case <-done:
-			t.Fatal("the sale ended before the page showed stock falling")
+			t.Fatalf("the sale ended before the page showed it progressing: stock falling %v, sold rising %v, orders/s above 0 %v", sawFall, sawSold, sawRate)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -93,7 +117,21 @@ func TestPageInBrowser(t *testing.T) {
 	if err := r.Check(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)                                      // two refreshes: the final numbers and the rejected stale write
+	// The page ends on the sale's numbers: what is left, what was sold, the
+	// stale admin write refused, nothing oversold.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		got := [...]int{left(), number(t, page, "#sold"), number(t, page, "#stale")}
+		want := [...]int{int(r.Left), int(r.Sold), int(r.StaleRejected)}
+		if got == want && r.StaleRejected == 1 && text(t, page, "#oversold") == "0 · 0" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page shows left, sold, stale writes rejected = %v and oversold · duplicates %q; the sale ended at %v, 0 · 0",
+				got, text(t, page, "#oversold"), want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	png, err := chromedp.Run(page, chromedp.FullScreenshot(100)) // quality 100: PNG
 	if err != nil {
 		t.Fatal(err)

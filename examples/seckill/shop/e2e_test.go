@@ -112,23 +112,12 @@ func TestOrderLifecycle(t *testing.T) {
 	defer StopReplicas(svcs)
 	do := func(method, url string, hdr map[string]string, body any) (int, http.Header, map[string]any) {
 		t.Helper()
-		var rd io.Reader
+		var v []byte
 		if body != nil {
-			v, _ := json.Marshal(body)
-			rd = bytes.NewReader(v)
+			v, _ = json.Marshal(body)
 		}
-		req, _ := http.NewRequest(method, url, rd)
-		for k, v := range hdr {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var m map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&m)
-		return resp.StatusCode, resp.Header, m
+		a := apiCall(t, method, url, hdr, string(v))
+		return a.code, a.hdr, a.body
 	}
 	key := map[string]string{"Idempotency-Key": randomHex(16)}
 	code, _, o := do("POST", urls[0]+"/orders", key, OrderRequest{SKU: "phone", User: "alice", HoldMS: 60_000})
@@ -179,11 +168,14 @@ func TestOrderLifecycle(t *testing.T) {
 func TestLoadgenCommand(t *testing.T) {
 	var out, errs bytes.Buffer
 	code := LoadMain(context.Background(), []string{"-replicas", "3", "-buyers", "500", "-stock", "200", "-restock", "10"}, &out, &errs)
-	text := strings.ReplaceAll(out.String(), "\r", "\n")
+	text := out.String()
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, text, errs.String())
 	}
-	for _, want := range []string{"3 replica(s)", "oversold 0, duplicate charges 0", "invariants: OK", "embedded miniredis"} {
+	if strings.Contains(text, "\r") {
+		t.Errorf("progress into a buffer (not a terminal) has carriage returns:\n%q", text)
+	}
+	for _, want := range []string{"3 replica(s)", "loadgen: 500/500 buyers", "oversold 0, duplicate charges 0", "invariants: OK", "embedded miniredis"} {
 		if !strings.Contains(text, want) {
 			t.Fatalf("report lacks %q:\n%s", want, text)
 		}

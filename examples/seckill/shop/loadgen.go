@@ -11,6 +11,7 @@ import (
 	"io"
 	mrand "math/rand/v2"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,7 +30,7 @@ type LoadConfig struct {
 	Abandon     float64       // share of buyers that reserve and never pay (0: 0.02, <0: none)
 	Hold        time.Duration // their hold (default 1 s)
 	Restock     int64         // units an admin adds mid-sale, racing a stale admin (0: no admin)
-	Progress    io.Writer     // progress line and report; nil: silent
+	Progress    io.Writer     // progress and report; nil: silent. A terminal gets a live bar, anything else a line a second
 	Settle      time.Duration // how long to wait for reservations to expire (default 10 s)
 }
 
@@ -56,11 +57,24 @@ type Report struct {
 	DupCronRuns    int           `json:"duplicate_cron_runs"` // must be 0
 	StaleRejected  int64         `json:"stale_writes_rejected"`
 	Restocks       int64         `json:"restocks"`
-	P50            time.Duration `json:"p50"`
-	P99            time.Duration `json:"p99"`
-	Elapsed        time.Duration `json:"elapsed"`
+	P50            time.Duration `json:"-"` // in the JSON as p50_ms
+	P99            time.Duration `json:"-"` // in the JSON as p99_ms
+	Elapsed        time.Duration `json:"-"` // in the JSON as elapsed_ms
 	OrdersPerSec   float64       `json:"orders_per_second"`
 	StaleAdminSeen bool          `json:"stale_admin_refused"` // the late admin's write got 409
+}
+
+// MarshalJSON writes the report with its durations in milliseconds, as
+// everywhere in the service's JSON.
+func (r Report) MarshalJSON() ([]byte, error) {
+	type plain Report
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	return json.Marshal(struct {
+		plain
+		P50ms     float64 `json:"p50_ms"`
+		P99ms     float64 `json:"p99_ms"`
+		ElapsedMs float64 `json:"elapsed_ms"`
+	}{plain(r), ms(r.P50), ms(r.P99), ms(r.Elapsed)})
 }
 
 // Check returns the violated invariants, nil if none.
@@ -180,19 +194,28 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (Report, error) {
 	stopProgress := make(chan struct{})
 	var progress sync.WaitGroup
 	if cfg.Progress != nil {
+		// A terminal gets a bar redrawn in place; a file or a pipe gets
+		// plain lines, fewer of them, with no carriage returns in the log.
+		live := isTerminal(cfg.Progress)
+		every := time.Second
+		if live {
+			every = 200 * time.Millisecond
+		}
 		progress.Add(1)
 		go func() {
 			defer progress.Done()
-			t := time.NewTicker(200 * time.Millisecond)
+			t := time.NewTicker(every)
 			defer t.Stop()
 			for {
 				select {
 				case <-stopProgress:
-					lr.progress(start)
-					fmt.Fprintln(cfg.Progress)
+					fmt.Fprint(cfg.Progress, lr.progressLine(start, live))
+					if live {
+						fmt.Fprintln(cfg.Progress)
+					}
 					return
 				case <-t.C:
-					lr.progress(start)
+					fmt.Fprint(cfg.Progress, lr.progressLine(start, live))
 				}
 			}
 		}()
@@ -266,14 +289,30 @@ func productOf(s Snapshot, sku string) ProductState {
 	return ProductState{}
 }
 
-func (lr *loadRun) progress(start time.Time) {
-	const width = 30
+// progressLine is the progress so far: a bar that overwrites itself
+// (live, for a terminal) or a line of its own.
+func (lr *loadRun) progressLine(start time.Time, live bool) string {
 	done := int(lr.done.Load())
-	n := width * done / lr.cfg.Buyers
 	el := time.Since(start)
-	fmt.Fprintf(lr.cfg.Progress, "\r[%s%s] %d/%d buyers  paid %d  sold-out answers %d  %.0f orders/s  %v ",
-		strings.Repeat("#", n), strings.Repeat(".", width-n), done, lr.cfg.Buyers,
-		lr.paidN.Load(), lr.soldOut.Load(), float64(lr.paidN.Load())/el.Seconds(), el.Round(100*time.Millisecond))
+	counts := fmt.Sprintf("%d/%d buyers  paid %d  sold-out answers %d  %.0f orders/s  %v",
+		done, lr.cfg.Buyers, lr.paidN.Load(), lr.soldOut.Load(), float64(lr.paidN.Load())/el.Seconds(), el.Round(100*time.Millisecond))
+	if !live {
+		return "loadgen: " + counts + "\n"
+	}
+	const width = 30
+	n := width * done / lr.cfg.Buyers
+	return "\r[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "] " + counts + " "
+}
+
+// isTerminal reports whether w is a terminal (a character device), the
+// only place where a bar redrawn with carriage returns reads well.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 func (lr *loadRun) snapshot(ctx context.Context) (Snapshot, error) {

@@ -146,6 +146,7 @@ func New(ctx context.Context, b *Backends, cfg Config, stats *Stats) (*Service, 
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = problemHandler
 	web, _ := fs.Sub(webFS, "web")
 	e.GET("/", echo.WrapHandler(http.FileServer(http.FS(web))))
 	e.GET("/api/products", s.products)
@@ -260,29 +261,45 @@ func (s *Service) productStates(ctx context.Context) ([]ProductState, error) {
 func (s *Service) products(c echo.Context) error {
 	ps, err := s.productStates(c.Request().Context())
 	if err != nil {
-		return echo.NewHTTPError(http.StatusServiceUnavailable, err.Error())
+		return answer(c, http.StatusServiceUnavailable, "stock unavailable", err)
 	}
 	return c.JSON(http.StatusOK, ps)
 }
 
 // Snapshot is what GET /api/stats answers and the page shows.
 type Snapshot struct {
-	Instance          string           `json:"instance"`
-	Backends          []string         `json:"backends"`
-	Products          []ProductState   `json:"products"`
-	Paid              int64            `json:"paid"`
-	OrdersPerSecond   float64          `json:"orders_per_second"`
-	SoldOutAnswers    int64            `json:"sold_out_answers"`
-	BusyAnswers       int64            `json:"busy_answers"`
-	HeldLocks         int              `json:"held_locks"` // -1: the backend has no Inspector
-	Locks             []lockx.LockInfo `json:"locks"`
-	StaleRejected     int64            `json:"stale_writes_rejected"`
-	Restocks          int64            `json:"restocks"`
-	CronRuns          int64            `json:"cron_runs"`
-	CronSkips         int64            `json:"cron_skips"`
-	DuplicateCronRuns int              `json:"duplicate_cron_runs"`
-	ExpiredUnits      int64            `json:"expired_units"`
-	Audit             Audit            `json:"audit"`
+	Instance          string         `json:"instance"`
+	Backends          []string       `json:"backends"`
+	Products          []ProductState `json:"products"`
+	Paid              int64          `json:"paid"`
+	OrdersPerSecond   float64        `json:"orders_per_second"`
+	SoldOutAnswers    int64          `json:"sold_out_answers"`
+	BusyAnswers       int64          `json:"busy_answers"`
+	HeldLocks         int            `json:"held_locks"` // -1: the backend has no Inspector
+	Locks             []HeldLock     `json:"locks"`      // the first 8
+	StaleRejected     int64          `json:"stale_writes_rejected"`
+	Restocks          int64          `json:"restocks"`
+	CronRuns          int64          `json:"cron_runs"`
+	CronSkips         int64          `json:"cron_skips"`
+	DuplicateCronRuns int            `json:"duplicate_cron_runs"`
+	ExpiredUnits      int64          `json:"expired_units"`
+	Audit             Audit          `json:"audit"`
+}
+
+// HeldLock is a lock held in the backend, as the page shows it. Durations
+// are in milliseconds, as everywhere in the service's JSON; 0 is unknown.
+type HeldLock struct {
+	Key     string      `json:"key"`
+	Owner   lockx.Owner `json:"owner"`
+	Token   lockx.Token `json:"token"`
+	TTLms   int64       `json:"ttl_ms"`
+	AgeMs   int64       `json:"age_ms"`
+	Waiters int         `json:"waiters"` // -1: unknown
+}
+
+func heldLock(li lockx.LockInfo) HeldLock {
+	return HeldLock{Key: li.Key, Owner: li.Owner, Token: li.Token, TTLms: li.TTL.Milliseconds(),
+		AgeMs: li.Age.Milliseconds(), Waiters: li.Waiters}
 }
 
 // Snapshot reads the live state.
@@ -299,7 +316,7 @@ func (s *Service) Snapshot(ctx context.Context) (Snapshot, error) {
 		Instance: s.cfg.Instance, Backends: s.b.Describe, Products: ps,
 		Paid: s.stats.Paid.Load(), OrdersPerSecond: s.stats.OrdersPerSecond(time.Now()),
 		SoldOutAnswers: s.stats.SoldOut.Load(), BusyAnswers: s.stats.Busy.Load(),
-		HeldLocks: -1, Locks: []lockx.LockInfo{},
+		HeldLocks: -1, Locks: []HeldLock{},
 		StaleRejected: s.stats.StaleRejected.Load(), Restocks: s.stats.Restocks.Load(),
 		CronRuns: s.stats.CronRuns.Load(), CronSkips: s.stats.CronSkips.Load(),
 		DuplicateCronRuns: s.stats.DuplicateCronRuns(), ExpiredUnits: s.stats.ExpiredUnits.Load(),
@@ -310,7 +327,7 @@ func (s *Service) Snapshot(ctx context.Context) (Snapshot, error) {
 		_ = s.inspect.Locks(ctx, "", func(li lockx.LockInfo) bool {
 			snap.HeldLocks++
 			if len(snap.Locks) < 8 {
-				snap.Locks = append(snap.Locks, li)
+				snap.Locks = append(snap.Locks, heldLock(li))
 			}
 			return snap.HeldLocks < 100000
 		})
@@ -321,7 +338,7 @@ func (s *Service) Snapshot(ctx context.Context) (Snapshot, error) {
 func (s *Service) statsHandler(c echo.Context) error {
 	snap, err := s.Snapshot(c.Request().Context())
 	if err != nil {
-		return echo.NewHTTPError(http.StatusServiceUnavailable, err.Error())
+		return answer(c, http.StatusServiceUnavailable, "stats unavailable", err)
 	}
 	return c.JSON(http.StatusOK, snap)
 }
@@ -334,20 +351,6 @@ type OrderRequest struct {
 	// HoldMS, if positive, reserves the units for that long instead of
 	// buying: POST /orders/:id/pay confirms, the expiry job returns them.
 	HoldMS int64 `json:"hold_ms"`
-}
-
-type problem struct {
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail,omitempty"`
-}
-
-func answer(c echo.Context, status int, title string, err error) error {
-	p := problem{Title: title, Status: status}
-	if err != nil {
-		p.Detail = err.Error()
-	}
-	return c.JSON(status, p)
 }
 
 // verdict maps a stock error to the answer. 503 (busy) is not stored by
