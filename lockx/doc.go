@@ -1,8 +1,10 @@
-// Package lockx is a distributed lock for Go: one API over Redis
-// (single node, Sentinel, Cluster), PostgreSQL advisory locks and an
-// in-process backend, with leases kept alive by a watchdog, loss signalled by
-// cancelling the holder's context, reentrancy, monotonic fencing tokens, fair
-// FIFO waiting and wake-up by notification instead of polling.
+// Package lockx is a distributed lock for Go: one API over six backends —
+// Redis (single node, Sentinel, Cluster, Redlock; redislock), PostgreSQL
+// advisory locks (pglock), MySQL/MariaDB (mysqllock), ZooKeeper (zklock),
+// etcd (etcdlock) and an in-process backend (memlock) — with leases kept
+// alive by a watchdog, loss signalled by cancelling the holder's context,
+// reentrancy, monotonic fencing tokens, fair FIFO waiting and wake-up by
+// notification instead of polling.
 //
 // # Quick start
 //

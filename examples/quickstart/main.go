@@ -28,18 +28,8 @@ func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	var backend lockx.Backend = memlock.New() // in-process: one process only
-	if url := os.Getenv("LOCKX_REDIS_URL"); url != "" {
-		opts, err := redis.ParseURL(url)
-		if err != nil {
-			log.Fatal(err)
-		}
-		rdb := redis.NewClient(opts)
-		defer rdb.Close()
-		backend = redislock.New(rdb) // or pglock.New(pool), zklock.Dial(…), …
-	}
-	locks := lockx.New(backend)
-	defer locks.Close()
+	locks, closeLocks := open()
+	defer closeLocks()
 
 	// Do acquires, runs fn with a context that is cancelled if the lock is
 	// lost, and always releases.
@@ -72,4 +62,22 @@ func main() {
 		log.Fatal(err)
 	}
 	fmt.Println("released")
+}
+
+// open returns a lockx client on Redis if LOCKX_REDIS_URL is set (e.g.
+// redis://127.0.0.1:6379/0), else on the in-process backend, and the
+// function that closes it.
+func open() (*lockx.Client, func()) {
+	url := os.Getenv("LOCKX_REDIS_URL")
+	if url == "" {
+		locks := lockx.New(memlock.New()) // in-process: one process only
+		return locks, func() { _ = locks.Close() }
+	}
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		log.Fatal(err)
+	}
+	rdb := redis.NewClient(opts)
+	locks := lockx.New(redislock.New(rdb)) // or pglock.New(pool), zklock.Dial(ctx, servers), …
+	return locks, func() { _ = locks.Close(); _ = rdb.Close() }
 }
