@@ -28,7 +28,7 @@ const abandonGrace = 25 * time.Millisecond
 // left running is the Client's (Close waits for it); when it returns, late
 // gets its value, to free whatever it obtained. A zero deadline calls
 // directly.
-func bounded[T any](c *Client, ctx context.Context, deadline time.Time, call func(context.Context) T, late func(T)) (v T, gaveUp error) {
+func bounded[T any](ctx context.Context, c *Client, deadline time.Time, call func(context.Context) T, late func(T)) (v T, gaveUp error) {
 	if deadline.IsZero() {
 		return call(ctx), nil
 	}
@@ -84,7 +84,7 @@ func (c *Client) attempt(ctx context.Context, ops *driver.GrantOps, req driver.R
 		res driver.Result
 		err error
 	}
-	r, gaveUp := bounded(c, ctx, deadline, func(ctx context.Context) result {
+	r, gaveUp := bounded(ctx, c, deadline, func(ctx context.Context) result {
 		res, err := ops.Acquire(ctx, req)
 		return result{res, err}
 	}, func(result) { abandonNow(ops, req) })

@@ -183,12 +183,13 @@ func (c *Client) acquireBatch(ctx context.Context, ma driver.ManyAcquirer, sorte
 	locks, err := c.registerSet(ctx, reqs, res, start, cfg)
 	if cfg.observer != nil {
 		for i, r := range reqs {
-			st := &acquireStats{attempts: 1, lastStart: start, newHold: err == nil}
 			var l *Lock
 			if err == nil {
 				l = locks[i]
 			}
-			c.observeAcquire(ctx, cfg.observer, r.Key, &c.lockOps, cfg, false, start, st, l, keyError("acquire", r.Key, err))
+			a := acquisition{c: c, ops: &c.lockOps, cfg: cfg, req: r,
+				st: acquireStats{attempts: 1, lastStart: start, newHold: err == nil}}
+			a.observe(ctx, cfg.observer, start, l, keyError("acquire", r.Key, err))
 		}
 	}
 	return locks
@@ -205,9 +206,11 @@ func (c *Client) registerSet(ctx context.Context, reqs []driver.Request, res []d
 	hs := make([]*hold, len(reqs))
 	locks := make([]*Lock, len(reqs))
 	for i, r := range reqs {
+		// A member's owner is the set's, which its Context carries: explicit.
+		a := acquisition{c: c, ops: &c.lockOps, cfg: cfg, req: r, hk: holdKey{false, c.lockOps.Kind, r.Key, r.Owner},
+			explicit: true, res: res[i], start: start}
 		h := &holds[i]
-		h.init(c, &c.lockOps, holdKey{false, c.lockOps.Kind, r.Key, r.Owner}, ctx, r, res[i], start, cfg, nil)
-		h.explicit, h.plain = true, true
+		h.init(ctx, &a)
 		hs[i] = h
 		locks[i] = &h.first
 	}
@@ -307,7 +310,7 @@ func releaseAll(ctx context.Context, locks []*Lock) error {
 	return errors.Join(errs...)
 }
 
-// releaseMany is releaseAll through a ManyReleaser. Each member goes through
+// releaseMany is releaseAll through a driver.ManyReleaser. Each member goes through
 // the same steps as Lock.Release — the last handle of a hold finishes it,
 // an explicit owner's key is gated against a same-owner acquisition while
 // its release is out, an unknown outcome is retried for that key alone, and
@@ -320,7 +323,6 @@ func releaseMany(ctx context.Context, mr driver.ManyReleaser, locks []*Lock) err
 	finals := make([]bool, len(locks))
 	rs := make([]finalRelease, len(locks))
 	var batch []int // members to release in the one call
-	var keys []string
 	var owner Owner
 	for i, l := range locks {
 		r, final, err := l.beginRelease()
@@ -338,33 +340,9 @@ func releaseMany(ctx context.Context, mr driver.ManyReleaser, locks []*Lock) err
 		}
 		owner = r.h.owner
 		batch = append(batch, i)
-		keys = append(keys, r.h.key)
 	}
 	if len(batch) > 0 {
-		leaves := make([]func(), len(batch))
-		for j, i := range batch {
-			leaves[j] = rs[i].enterGate(ctx)
-		}
-		berrs := mr.ReleaseMany(ctx, keys, owner)
-		var wg sync.WaitGroup
-		for j, i := range batch {
-			var err error
-			if j < len(berrs) {
-				err = berrs[j]
-			} else {
-				err = driver.Unavailable("release", errors.New("release many returned too few results"))
-			}
-			if err == nil || isNotHeld(err) {
-				errs[i] = err
-				continue
-			}
-			h := rs[i].h
-			wg.Go(func() { errs[i] = retryRelease(ctx, h.ops.Release, h.key, h.owner, err) })
-		}
-		wg.Wait()
-		for _, leave := range leaves {
-			leave()
-		}
+		releaseBatch(ctx, mr, rs, batch, errs)
 	}
 	for i, l := range locks {
 		if finals[i] {
@@ -373,6 +351,38 @@ func releaseMany(ctx context.Context, mr driver.ManyReleaser, locks []*Lock) err
 		l.observeRelease(ctx, start, finals[i], errs[i])
 	}
 	return errors.Join(errs...)
+}
+
+// releaseBatch releases the members rs[i] for i in batch, plain locks of
+// one owner, in one driver.ManyReleaser call, gated as Lock.Release gates one, and
+// retries alone each key whose outcome is unknown. It sets errs[i].
+func releaseBatch(ctx context.Context, mr driver.ManyReleaser, rs []finalRelease, batch []int, errs []error) {
+	keys := make([]string, len(batch))
+	leaves := make([]func(), len(batch))
+	for j, i := range batch {
+		keys[j] = rs[i].h.key
+		leaves[j] = rs[i].enterGate(ctx)
+	}
+	berrs := mr.ReleaseMany(ctx, keys, rs[batch[0]].h.owner)
+	var wg sync.WaitGroup
+	for j, i := range batch {
+		var err error
+		if j < len(berrs) {
+			err = berrs[j]
+		} else {
+			err = driver.Unavailable("release", errors.New("release many returned too few results"))
+		}
+		if err == nil || isNotHeld(err) {
+			errs[i] = err
+			continue
+		}
+		h := rs[i].h
+		wg.Go(func() { errs[i] = retryRelease(ctx, h.ops.Release, h.key, h.owner, err) })
+	}
+	wg.Wait()
+	for _, leave := range leaves {
+		leave()
+	}
 }
 
 func newLockSet(ctx context.Context, owner Owner, locks []*Lock) *LockSet {

@@ -160,8 +160,7 @@ type HoldEvent struct {
 	Reason  string        // for lost: why
 }
 
-// acquireStats collects what an AcquireEvent needs from inside acquire;
-// nil when no Observer is set.
+// acquireStats collects what an AcquireEvent needs from inside acquire.
 type acquireStats struct {
 	attempts  int
 	lastStart time.Time
@@ -180,17 +179,20 @@ func backendName(b driver.Backend) string {
 	return fmt.Sprintf("%T", b)
 }
 
-func (c *Client) observeAcquire(ctx context.Context, o Observer, key string, ops *driver.GrantOps, cfg *config, wait bool, start time.Time, st *acquireStats, l *Lock, err error) {
+// observe reports a's call, which started at start and returned l or err,
+// to o.
+func (a *acquisition) observe(ctx context.Context, o Observer, start time.Time, l *Lock, err error) {
 	end := time.Now()
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	st := &a.st
 	e := AcquireEvent{
-		Kind:     ops.Kind,
-		Key:      key,
-		Backend:  c.name,
-		Fair:     cfg.fair,
-		Wait:     wait,
+		Kind:     a.ops.Kind,
+		Key:      a.req.Key,
+		Backend:  a.c.name,
+		Fair:     a.cfg.fair,
+		Wait:     a.req.Wait,
 		Status:   StatusOf(err),
 		Err:      err,
 		NewHold:  st.newHold,
