@@ -60,8 +60,7 @@ type hold struct {
 	// until someone waits for its end, then a channel of its own, closed
 	// at the end.
 	releasing chan struct{}
-
-	gate func() // LocalFirst gate, left with the hold (releaseGate)
+	gate      func() // leaves the LocalFirst gate; nil once left (releaseGate)
 
 	// guarded by h.mu
 	mu         sync.Mutex
@@ -395,9 +394,22 @@ func (h *hold) finish(cause error) {
 	h.end(cause)
 }
 
+// releaseGate leaves the hold's LocalFirst gate if nobody has: Close and
+// the final release may both end a hold, and a gate left twice would take
+// another caller's place.
 func (h *hold) releaseGate() {
-	if h.gate != nil {
-		h.gate()
-		h.gate = nil
+	h.c.mu.Lock()
+	gate := h.takeGate()
+	h.c.mu.Unlock()
+	if gate != nil {
+		gate()
 	}
+}
+
+// takeGate returns the hold's LocalFirst gate to leave, to one caller only.
+// Callers hold c.mu.
+func (h *hold) takeGate() func() {
+	gate := h.gate
+	h.gate = nil
+	return gate
 }

@@ -250,8 +250,8 @@ var releaseRunning = make(chan struct{})
 // was not r.owned) and returns the release's error.
 func (r finalRelease) finish(err error) error {
 	h, c := r.h, r.h.c
-	h.releaseGate()
 	c.mu.Lock()
+	gate := h.takeGate()
 	if c.holds[h.hk] == h {
 		delete(c.holds, h.hk)
 	}
@@ -259,6 +259,9 @@ func (r finalRelease) finish(err error) error {
 		close(h.releasing)
 	}
 	c.mu.Unlock()
+	if gate != nil {
+		gate()
+	}
 	if r.lost && (err == nil || isNotHeld(err)) {
 		err = ErrLost
 	}
