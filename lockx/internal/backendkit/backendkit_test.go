@@ -207,6 +207,27 @@ func TestLossesFireOnce(t *testing.T) {
 	}
 }
 
+func TestLossesTake(t *testing.T) {
+	var mu sync.Mutex
+	var l Losses
+	n := 0
+	mu.Lock()
+	l.Add(&mu, func() { n++ })
+	stop := l.Add(&mu, func() { n += 10 })
+	mu.Unlock()
+	stop()
+	mu.Lock()
+	fns := l.Take()
+	again := l.Take()
+	mu.Unlock()
+	for _, fn := range append(fns, again...) {
+		fn()
+	}
+	if n != 1 {
+		t.Fatalf("n = %d, want 1: the stopped callback ran, or one ran twice", n)
+	}
+}
+
 func TestLossesDrop(t *testing.T) {
 	var mu sync.Mutex
 	var g Group
@@ -253,10 +274,82 @@ func TestGroupCloseWaits(t *testing.T) {
 		t.Fatal("Closed after Close")
 	}
 	g.Close() // again: no-op
+	g.Cancel()
+	g.Wait()
 	select {
 	case <-g.Done():
 	default:
 		t.Fatal("Done not closed after Close")
+	}
+}
+
+// TestGroupEnter: a goroutine the group did not start is waited for once
+// it entered; after Close nothing enters.
+func TestGroupEnter(t *testing.T) {
+	var g Group
+	if !g.Enter() {
+		t.Fatal("Enter on an open group")
+	}
+	closed := make(chan struct{})
+	go func() { g.Close(); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while an entered goroutine had not exited")
+	case <-time.After(50 * time.Millisecond):
+	}
+	g.Exit()
+	<-closed
+	if g.Enter() {
+		t.Fatal("Enter after Close reported true")
+	}
+}
+
+// TestGroupShut: Shut runs its function once, under the mutex, and from
+// then on the group starts nothing; Context stays live until Cancel.
+func TestGroupShut(t *testing.T) {
+	var mu sync.Mutex
+	var g Group
+	runs := 0
+	locked := func() {
+		if mu.TryLock() {
+			t.Error("Shut's function ran without the mutex held")
+			mu.Unlock()
+		}
+		runs++
+	}
+	if !g.Shut(&mu, locked) || g.Shut(&mu, locked) || runs != 1 {
+		t.Fatalf("Shut: want true once, then false; ran %d times", runs)
+	}
+	if g.Go(func() {}) || g.Enter() {
+		t.Fatal("the group started something after Shut")
+	}
+	if g.Context().Err() != nil {
+		t.Fatal("Shut cancelled Context")
+	}
+	g.Close()
+	if g.Context().Err() == nil {
+		t.Fatal("Close after Shut did not cancel Context")
+	}
+}
+
+// TestGroupCancelThenWait: Cancel refuses new goroutines and cancels
+// Context at once, while one still runs; Wait then waits for it.
+func TestGroupCancelThenWait(t *testing.T) {
+	var g Group
+	release := make(chan struct{})
+	var done atomic.Bool
+	g.Go(func() { <-release; done.Store(true) })
+	g.Cancel()
+	if g.Context().Err() == nil || !g.Closed() {
+		t.Fatal("Cancel did not cancel Context")
+	}
+	if g.Go(func() {}) {
+		t.Fatal("Go after Cancel reported true")
+	}
+	close(release)
+	g.Wait()
+	if !done.Load() {
+		t.Fatal("Wait returned before the goroutine finished")
 	}
 }
 

@@ -39,6 +39,24 @@ func (g *Group) Go(fn func()) bool {
 	return true
 }
 
+// Enter counts the calling goroutine in the group, as if Go had started
+// it — for work that runs on a goroutine the backend does not start
+// itself, such as a timer's function — and reports whether it did: after
+// Close (or Cancel) it counts nothing and returns false. A goroutine that
+// entered calls Exit when it is done.
+func (g *Group) Enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.wg.Add(1)
+	return true
+}
+
+// Exit ends what Enter began.
+func (g *Group) Exit() { g.wg.Done() }
+
 // Context returns a context that Close cancels.
 func (g *Group) Context() context.Context {
 	g.mu.Lock()
@@ -56,21 +74,53 @@ func (g *Group) initLocked() {
 	}
 }
 
-// Closed reports whether Close has been called.
+// Closed reports whether Close (or Cancel) has been called.
 func (g *Group) Closed() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.closed
 }
 
-// Close refuses new goroutines, cancels Context and waits for every
-// goroutine started by Go to return. It may be called more than once and
-// from several goroutines (all wait); not from a goroutine of the group.
-func (g *Group) Close() {
+// Shut is the start of a backend's Close: with mu held it marks the group
+// closed — Go and Enter start nothing from then on — and runs locked, the
+// backend's own shutdown under its mutex (mark itself closed, stop its
+// timers), so that no call that sees the backend open under mu can start a
+// goroutine after Close has begun. It reports false, running nothing, if
+// the group was shut (or cancelled) before: Close is idempotent. Shut
+// neither cancels Context nor waits: the backend calls Cancel (inside
+// locked, or later) and Wait, or Close, when its own order needs.
+func (g *Group) Shut(mu sync.Locker, locked func()) bool {
+	mu.Lock()
+	defer mu.Unlock()
+	g.mu.Lock()
+	first := !g.closed
+	g.closed = true
+	g.mu.Unlock()
+	if first {
+		locked()
+	}
+	return first
+}
+
+// Cancel refuses new goroutines and cancels Context, without waiting. A
+// backend whose goroutines need more than Context to end (a blocked read to
+// interrupt) calls Cancel, ends them, then Wait.
+func (g *Group) Cancel() {
 	g.mu.Lock()
 	g.closed = true
 	g.initLocked()
 	g.cancel()
 	g.mu.Unlock()
-	g.wg.Wait()
+}
+
+// Wait waits for every goroutine started by Go to return. Call it after
+// Cancel (or use Close), else a Go may start another one meanwhile; not from
+// a goroutine of the group.
+func (g *Group) Wait() { g.wg.Wait() }
+
+// Close is Cancel followed by Wait. It may be called more than once and
+// from several goroutines (all wait).
+func (g *Group) Close() {
+	g.Cancel()
+	g.Wait()
 }

@@ -43,6 +43,17 @@ func (l *Losses) Fire(g *Group) {
 	l.fns = nil
 }
 
+// Take forgets every registered callback and returns them, for a backend
+// that runs them itself once it has released mu. Callers hold mu.
+func (l *Losses) Take() []func() {
+	fns := make([]func(), 0, len(l.fns))
+	for r := range l.fns {
+		fns = append(fns, r.fn)
+	}
+	l.fns = nil
+	return fns
+}
+
 // Drop forgets every registered callback without running it. Callers hold
 // mu.
 func (l *Losses) Drop() { l.fns = nil }
