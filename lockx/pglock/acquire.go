@@ -10,9 +10,10 @@ import (
 
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
-// Acquire implements driver.Backend: one attempt, in one round trip, to take
+// Acquire implements lockx.Backend: one attempt, in one round trip, to take
 // the key's advisory lock on a holder session, draw the fencing token from
 // the fence sequence and record the holder's row — all in one statement.
 //
@@ -39,8 +40,8 @@ func (b *Backend) AcquireShared(ctx context.Context, req driver.Request) (driver
 }
 
 func (b *Backend) acquire(ctx context.Context, req driver.Request, shared bool) (driver.Result, error) {
-	if err := ctx.Err(); err != nil {
-		return driver.Result{}, unavailable("acquire", context.Cause(ctx))
+	if err := backendkit.Ended(ctx, "acquire"); err != nil {
+		return driver.Result{}, err
 	}
 	hash := b.hash(req.Key)
 	// A plain waiter may block on a wait session: have them connected
@@ -55,14 +56,14 @@ func (b *Backend) acquire(ctx context.Context, req driver.Request, shared bool) 
 	for attempt := 0; ; attempt++ {
 		s, err := b.session(ctx, b.index(hash))
 		if err != nil {
-			return driver.Result{}, unavailable("acquire", err)
+			return driver.Result{}, backendkit.Unavailable("acquire", err)
 		}
 		a := b.attempt(ctx, s, hash, req, shared, mayBlock)
 		if a.flag != nil {
 			// A waiter that will be woken by NOTIFY: its process must hold
 			// the wait flag before the attempt is sent.
 			if err := b.flag(ctx, hash, a.flag); err != nil {
-				return driver.Result{}, unavailable("acquire", err)
+				return driver.Result{}, backendkit.Unavailable("acquire", err)
 			}
 			mayBlock = false
 			continue
@@ -80,7 +81,7 @@ func (b *Backend) acquire(ctx context.Context, req driver.Request, shared bool) 
 			if !a.p.finished {
 				a.p.abandoned = true
 				b.mu.Unlock()
-				return driver.Result{}, unavailable("acquire", context.Cause(ctx))
+				return driver.Result{}, backendkit.Ended(ctx, "acquire")
 			}
 			b.mu.Unlock()
 			<-a.p.done
@@ -122,7 +123,7 @@ func (b *Backend) attempt(ctx context.Context, s *session, hash int64, req drive
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return attemptResult{err: unavailable("acquire", errClosed)}
+		return attemptResult{err: backendkit.Unavailable("acquire", errClosed)}
 	}
 	sl := b.slots[hash]
 	if sl != nil && sl.excl != nil && !shared && sl.excl.key == req.Key && sl.excl.owner == req.Owner {
@@ -143,7 +144,7 @@ func (b *Backend) attempt(ctx context.Context, s *session, hash int64, req drive
 		(w != nil || now.Sub(b.refused[hash]) < hotFor) {
 		ws = b.freeWaitSessionLocked()
 	}
-	if w != nil && ws == nil && !w.flagged {
+	if w != nil && ws == nil && !w.X.flagged {
 		b.mu.Unlock()
 		return attemptResult{flag: w}
 	}
@@ -152,7 +153,7 @@ func (b *Backend) attempt(ctx context.Context, s *session, hash int64, req drive
 		// head, so a fair watcher need not be woken by every local release.
 		// Shared attempts ignore the fair queue: a notification naming its
 		// head does not wake them.
-		w.fair = req.Fair && !shared
+		w.X.fair = req.Fair && !shared
 	}
 	if ws == nil && sl != nil {
 		switch {
@@ -170,9 +171,9 @@ func (b *Backend) attempt(ctx context.Context, s *session, hash int64, req drive
 			if h == nil { // join the process's shared lock: no round trip
 				h = &hold{hash: hash, key: req.Key, owner: req.Owner, token: sl.sharedTok, shared: true, sess: sl.sess}
 				sl.shared[req.Owner] = h
-				h.timer = time.AfterFunc(req.Lease, func() { b.expire(h) })
+				h.lease.Arm(req.Lease, func() { b.expire(h) })
 			} else {
-				h.timer.Reset(req.Lease)
+				h.lease.Reset(req.Lease)
 			}
 			h.deadline = now.Add(req.Lease)
 			b.mu.Unlock()
@@ -219,7 +220,7 @@ func (b *Backend) attempt(ctx context.Context, s *session, hash int64, req drive
 		sl.pending = nil
 		b.dropIfEmpty(hash, sl)
 		b.mu.Unlock()
-		return attemptResult{retry: true, err: unavailable("acquire", errSessionLost)}
+		return attemptResult{retry: true, err: backendkit.Unavailable("acquire", errSessionLost)}
 	}
 	b.mu.Unlock()
 	return attemptResult{p: p}
@@ -293,15 +294,15 @@ func (b *Backend) refuse(ctx context.Context, s *session, hash int64, req driver
 	ch := make(chan result, 1)
 	o := &op{stmt: stEnqueue, args: [][]byte{i8(hash), []byte(req.Owner), i8(ms(qttl))}, fin: func(r result) { ch <- r }}
 	if !s.enqueue(o) {
-		return attemptResult{retry: true, err: unavailable("acquire", errSessionLost)}
+		return attemptResult{retry: true, err: backendkit.Unavailable("acquire", errSessionLost)}
 	}
 	select {
 	case r := <-ch:
 		if r.err != nil {
-			return attemptResult{err: unavailable("acquire", usageError(r.err, b.names))}
+			return attemptResult{err: backendkit.Unavailable("acquire", usageError(r.err, b.names))}
 		}
 	case <-ctx.Done():
-		return attemptResult{err: unavailable("acquire", context.Cause(ctx))}
+		return attemptResult{err: backendkit.Ended(ctx, "acquire")}
 	}
 	return attemptResult{res: driver.Result{TTL: ttl}}
 }
@@ -332,7 +333,7 @@ func (b *Backend) granted(s *session, sl *slot, p *pending, hash int64, req driv
 		}
 		b.wakeOwnerLocked(hash, req.Owner)
 	case r.err != nil:
-		p.err = unavailable("acquire", usageError(r.err, b.names))
+		p.err = backendkit.Unavailable("acquire", usageError(r.err, b.names))
 		if !s.isDead() && !b.closed {
 			b.cleanupFailedGrant(s, sl, hash, shared)
 		}
@@ -344,7 +345,7 @@ func (b *Backend) granted(s *session, sl *slot, p *pending, hash int64, req driv
 	case p.abandoned || b.closed || s.isDead():
 		// Nobody will use this grant (or it died with its session): give
 		// it back. Release is owner-checked, so this frees nothing else.
-		p.err = unavailable("acquire", errSessionLost)
+		p.err = backendkit.Unavailable("acquire", errSessionLost)
 		if !s.isDead() && !b.closed {
 			b.releaseOp(s, hash, req.Owner, shared, nil)
 		}
@@ -352,7 +353,7 @@ func (b *Backend) granted(s *session, sl *slot, p *pending, hash int64, req driv
 	default:
 		h := &hold{hash: hash, key: req.Key, owner: req.Owner, token: driver.Token(r.val(0)), shared: shared,
 			sess: s, deadline: start.Add(req.Lease)}
-		h.timer = time.AfterFunc(req.Lease, func() { b.expire(h) })
+		h.lease.Arm(req.Lease, func() { b.expire(h) })
 		if old := sl.excl; old != nil {
 			// A wait session was granted the key while this process still
 			// counted a hold of it on another session: the server freed

@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
-// Backend is a driver.Backend on PostgreSQL session advisory locks. It also
-// implements driver.Notifier (LISTEN/NOTIFY wake-up) and driver.BatchExtender.
+// Backend is a lockx.Backend on PostgreSQL session advisory locks. It also
+// implements lockx.Notifier (LISTEN/NOTIFY wake-up) and lockx.BatchExtender.
 // Create one per process and pool with New; it is safe for concurrent use.
 type Backend struct {
 	pool  *pgxpool.Pool
@@ -35,12 +37,14 @@ type Backend struct {
 
 	mu      sync.Mutex
 	slots   map[int64]*slot
-	rws     map[int64]*rwSlot // read/write keys by hash (rw.go)
-	watch   map[int64]map[*watcher]struct{}
-	refused map[int64]time.Time // keys refused lately (markRefused)
+	rws     map[int64]*rwSlot                      // read/write keys by hash (rw.go)
+	watch   backendkit.Registry[int64, watchState] // by key hash
+	refused map[int64]time.Time                    // keys refused lately (markRefused)
 	closed  bool
-	closing chan struct{}
-	wg      sync.WaitGroup
+	// g runs the sessions, the listener, prewarms, announcements and loss
+	// callbacks; Close cancels it (with b.mu held, as it sets closed) and
+	// waits for them.
+	g backendkit.Group
 }
 
 var (
@@ -84,7 +88,7 @@ type hold struct {
 	shared   bool
 	sess     *session
 	deadline time.Time // local clock; the row's expires (server clock) is at or after it
-	timer    *time.Timer
+	lease    backendkit.Lease
 	gone     bool // released, expired or lost
 	reaping  bool
 	// unlockAfterReap: a read/write hold released or revoked while its reap
@@ -93,8 +97,7 @@ type hold struct {
 	// unlock goes out after it. A second unlock would free another owner's
 	// reference, advisory locks counting per session.
 	unlockAfterReap bool
-	loss            map[int]func()
-	lossSeq         int
+	loss            backendkit.Losses // NotifyLoss callbacks, guarded by b.mu
 }
 
 func (h *hold) remaining(now time.Time) time.Duration { return max(h.deadline.Sub(now), 0) }
@@ -144,9 +147,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Backend {
 		stmts:    n.statements(),
 		sessions: make([]sessionSlot, cfg.sessions+cfg.waitSessions),
 		slots:    make(map[int64]*slot),
-		watch:    make(map[int64]map[*watcher]struct{}),
 		refused:  make(map[int64]time.Time),
-		closing:  make(chan struct{}),
 	}
 	for name, sql := range n.rwStatements() {
 		b.stmts[name] = sql
@@ -178,7 +179,7 @@ func (b *Backend) session(ctx context.Context, idx int) (*session, error) {
 		return s, nil
 	}
 	select {
-	case <-b.closing:
+	case <-b.g.Done():
 		return nil, errClosed
 	default:
 	}
@@ -192,15 +193,13 @@ func (b *Backend) session(ctx context.Context, idx int) (*session, error) {
 	}
 	ss.failErr = nil
 	b.mu.Lock()
-	if b.closed {
+	if b.closed || !b.g.Go(s.run) {
 		b.mu.Unlock()
 		s.closeConn()
 		return nil, errClosed
 	}
-	b.wg.Add(1)
-	b.mu.Unlock()
 	ss.cur.Store(s)
-	go s.run()
+	b.mu.Unlock()
 	return s, nil
 }
 
@@ -277,11 +276,11 @@ func (b *Backend) prepare(ctx context.Context, conn *pgxpool.Conn) error {
 func (b *Backend) Connect(ctx context.Context) error {
 	for i := range b.sessions {
 		if _, err := b.session(ctx, i); err != nil {
-			return unavailable("connect", err)
+			return backendkit.Unavailable("connect", err)
 		}
 	}
 	if err := b.lst.warm(ctx); err != nil {
-		return unavailable("connect", err)
+		return backendkit.Unavailable("connect", err)
 	}
 	return nil
 }
@@ -298,27 +297,14 @@ func (b *Backend) prewarm(idx int) {
 		return
 	}
 	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		ss.warming.Store(false)
-		return
-	}
-	b.wg.Add(1)
-	b.mu.Unlock()
-	go func() {
-		defer b.wg.Done()
+	started := !b.closed && b.g.Go(func() {
 		defer ss.warming.Store(false)
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go func() {
-			select {
-			case <-b.closing:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		_, _ = b.session(ctx, idx)
-	}()
+		_, _ = b.session(b.g.Context(), idx) // Close ends a slow connect
+	})
+	b.mu.Unlock()
+	if !started {
+		ss.warming.Store(false)
+	}
 }
 
 // prewarmWait connects the wait sessions in the background.
@@ -338,18 +324,18 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.closed = true
-	close(b.closing)
+	b.g.Cancel()
 	for _, sl := range b.slots {
 		for _, h := range sl.holds() {
 			h.gone = true
-			h.timer.Stop()
+			h.lease.Stop()
 		}
 	}
 	b.slots = make(map[int64]*slot)
 	b.rwCloseLocked()
 	b.mu.Unlock()
 	b.lst.stop()
-	b.wg.Wait()
+	b.g.Wait()
 	return nil
 }
 
@@ -368,11 +354,8 @@ func (b *Backend) lose(h *hold) {
 		return
 	}
 	h.gone = true
-	h.timer.Stop()
-	for _, fn := range h.loss {
-		go fn()
-	}
-	h.loss = nil
+	h.lease.Stop()
+	h.loss.Fire(&b.g)
 }
 
 // sessionLost reports every lock on a dead session lost and wakes the local
@@ -399,16 +382,12 @@ func (b *Backend) sessionLost(s *session, cause error) {
 	rn, rlost := b.rwSessionLostLocked(s)
 	n += rn
 	lost = append(lost, rlost...)
-	closed := b.closed
-	if len(lost) > 0 && !closed {
-		b.wg.Add(1)
+	if len(lost) > 0 && !b.closed {
+		b.g.Go(func() { b.announceLost(s.idx, lost) })
 	}
 	b.mu.Unlock()
 	if l := b.cfg.logger; l != nil && !errors.Is(cause, errClosed) {
 		l.Warn("pglock: holder session lost", "pid", s.pid, "locks", n, "err", cause)
-	}
-	if len(lost) > 0 && !closed {
-		go b.announceLost(s.idx, lost)
 	}
 }
 
@@ -416,16 +395,8 @@ func (b *Backend) sessionLost(s *session, cause error) {
 // locks of a dead session are free: nothing else would wake their waiters
 // before their backoff ends.
 func (b *Backend) announceLost(idx int, lost []*hold) {
-	defer b.wg.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.connectTimeout)
+	ctx, cancel := context.WithTimeout(b.g.Context(), b.cfg.connectTimeout) // Close ends it
 	defer cancel()
-	go func() {
-		select {
-		case <-b.closing:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	s, err := b.session(ctx, idx)
 	if err != nil {
 		return
@@ -444,10 +415,3 @@ func (b *Backend) announceLost(idx int, lost []*hold) {
 func await(ch <-chan result) result { return <-ch }
 
 func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-
-func unavailable(op string, err error) error {
-	if errors.Is(err, driver.ErrInvalidArgument) {
-		return err
-	}
-	return driver.Unavailable(op, err)
-}

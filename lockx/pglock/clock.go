@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
 // Now returns the PostgreSQL server's time: clock_timestamp(), the moment of
@@ -22,7 +24,7 @@ func (b *Backend) Now(ctx context.Context) (time.Time, error) {
 		if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
 			return time.Time{}, err
 		}
-		return time.Time{}, unavailable("now", err)
+		return time.Time{}, backendkit.Unavailable("now", err)
 	}
 	return t, nil
 }

@@ -3,11 +3,13 @@ package pglock
 import (
 	"context"
 	"errors"
-	"github.com/lockx-go/lockx/lockx/driver"
 	"time"
+
+	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
-// Extend implements driver.Backend. For the holder's Backend it is one
+// Extend implements lockx.Backend. For the holder's Backend it is one
 // statement on the holder session that renews the row's lease; it doubles as
 // that session's health check. It returns ErrNotHeld once the lock is gone:
 // released, its lease run out, force-released through another Backend, or
@@ -19,7 +21,7 @@ func (b *Backend) Extend(ctx context.Context, key string, owner driver.Owner, le
 	return b.remote(ctx, "extend", stRemoteExtend, key, owner, lease)
 }
 
-// ExtendMany implements driver.BatchExtender: the renewals of every session
+// ExtendMany implements lockx.BatchExtender: the renewals of every session
 // are queued together and so travel in one pipeline per session.
 func (b *Backend) ExtendMany(ctx context.Context, reqs []driver.ExtendRequest) []error {
 	errs := make([]error, len(reqs))
@@ -40,7 +42,7 @@ func (b *Backend) ExtendMany(ctx context.Context, reqs []driver.ExtendRequest) [
 	return errs
 }
 
-// TTL implements driver.Backend. The holder's Backend answers from memory.
+// TTL implements lockx.Backend. The holder's Backend answers from memory.
 func (b *Backend) TTL(ctx context.Context, key string, owner driver.Owner) (time.Duration, error) {
 	if h := b.localHold(b.hash(key), key, owner); h != nil {
 		b.mu.Lock()
@@ -58,7 +60,7 @@ func (b *Backend) TTL(ctx context.Context, key string, owner driver.Owner) (time
 	r := await(ch)
 	switch {
 	case r.err != nil:
-		return 0, unavailable("ttl", usageError(r.err, b.names))
+		return 0, backendkit.Unavailable("ttl", usageError(r.err, b.names))
 	case r.isNull(0):
 		return 0, driver.ErrNotHeld
 	}
@@ -79,20 +81,10 @@ func (b *Backend) NotifyLoss(key string, owner driver.Owner, fn func()) (stop fu
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if h == nil || h.gone {
-		go fn()
+		b.g.Go(fn)
 		return func() {}
 	}
-	if h.loss == nil {
-		h.loss = make(map[int]func())
-	}
-	h.lossSeq++
-	id := h.lossSeq
-	h.loss[id] = fn
-	return func() {
-		b.mu.Lock()
-		delete(h.loss, id)
-		b.mu.Unlock()
-	}
+	return h.loss.Add(&b.mu, fn)
 }
 
 func (b *Backend) localHold(hash int64, key string, owner driver.Owner) *hold {
@@ -121,7 +113,7 @@ func (b *Backend) extendHold(ctx context.Context, h *hold, lease time.Duration) 
 	case <-ctx.Done():
 		// The renewal still lands or fails on its own; the caller treats
 		// the outcome as unknown.
-		return unavailable("extend", context.Cause(ctx))
+		return backendkit.Ended(ctx, "extend")
 	}
 }
 
@@ -163,7 +155,7 @@ func (b *Backend) startExtend(h *hold, lease time.Duration) renewal {
 		case r.err != nil && (h.sess.isDead() || errors.Is(r.err, errSessionLost)):
 			return driver.ErrNotHeld // the session died, and its locks with it
 		case r.err != nil:
-			return unavailable("extend", usageError(r.err, b.names))
+			return backendkit.Unavailable("extend", usageError(r.err, b.names))
 		case !h.shared && r.rows == 0:
 			b.revoke(h)
 			return driver.ErrNotHeld
@@ -174,7 +166,7 @@ func (b *Backend) startExtend(h *hold, lease time.Duration) renewal {
 			return driver.ErrNotHeld
 		}
 		h.deadline = start.Add(lease)
-		h.timer.Reset(time.Until(h.deadline))
+		h.lease.Reset(time.Until(h.deadline))
 		return nil
 	}}
 }
@@ -189,7 +181,7 @@ func (b *Backend) remote(ctx context.Context, opName, stmt, key string, owner dr
 	r := await(ch)
 	switch {
 	case r.err != nil:
-		return unavailable(opName, usageError(r.err, b.names))
+		return backendkit.Unavailable(opName, usageError(r.err, b.names))
 	case r.rows == 0:
 		return driver.ErrNotHeld
 	}
@@ -200,7 +192,7 @@ func (b *Backend) remoteOp(ctx context.Context, opName, stmt, key string, owner 
 	hash := b.hash(key)
 	s, err := b.session(ctx, b.index(hash))
 	if err != nil {
-		return nil, unavailable(opName, err)
+		return nil, backendkit.Unavailable(opName, err)
 	}
 	args := [][]byte{i8(hash), []byte(owner), []byte(key)}
 	if stmt == stRemoteExtend {
@@ -208,7 +200,7 @@ func (b *Backend) remoteOp(ctx context.Context, opName, stmt, key string, owner 
 	}
 	ch := make(chan result, 1)
 	if !s.enqueue(&op{stmt: stmt, args: args, fin: func(r result) { ch <- r }}) {
-		return nil, unavailable(opName, errSessionLost)
+		return nil, backendkit.Unavailable(opName, errSessionLost)
 	}
 	return ch, nil
 }

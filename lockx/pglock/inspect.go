@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
 var _ driver.Inspector = (*Backend)(nil)
@@ -25,7 +27,7 @@ FROM {held} h
 WHERE h.expires > clock_timestamp() AND substring(h.key FROM 1 FOR length($1::bytea)) = $1::bytea AND {live}
 ORDER BY h.key`
 
-// Locks implements driver.Inspector: one query joining the lock table with
+// Locks implements lockx.Inspector: one query joining the lock table with
 // pg_locks, so a row left behind by a dead session is never reported. Age
 // is measured from the grant by the server's clock.
 func (b *Backend) Locks(ctx context.Context, prefix string, fn func(driver.LockInfo) bool) error {
@@ -41,7 +43,7 @@ func (b *Backend) Locks(ctx context.Context, prefix string, fn func(driver.LockI
 	return nil
 }
 
-// Lock implements driver.Inspector.
+// Lock implements lockx.Inspector.
 func (b *Backend) Lock(ctx context.Context, key string) (driver.LockInfo, error) {
 	infos, err := b.inspect(ctx, "lock", key)
 	if err != nil {
@@ -72,7 +74,7 @@ func (b *Backend) inspect(ctx context.Context, op, prefix string) ([]driver.Lock
 		)
 		if err := rows.Scan(&hash, &key, &owner, &token, &ttl, &age, &waiters); err != nil {
 			rows.Close()
-			return nil, unavailable(op, err)
+			return nil, backendkit.Unavailable(op, err)
 		}
 		if keyHash(b.cfg.namespace, string(key)) != hash {
 			continue // another namespace's lock in the same schema
@@ -99,7 +101,7 @@ func inspectError(op string, err error) error {
 	if isMissingSchema(err) {
 		return nil
 	}
-	return unavailable(op, err)
+	return backendkit.Unavailable(op, err)
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

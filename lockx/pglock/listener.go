@@ -76,7 +76,7 @@ func (l *listener) ensure(ctx context.Context, hash int64) error {
 	case <-ctx.Done():
 		l.unref(hash)
 		return context.Cause(ctx)
-	case <-l.b.closing:
+	case <-l.b.g.Done():
 		l.unref(hash)
 		return errClosed
 	}
@@ -101,7 +101,7 @@ func (l *listener) warm(ctx context.Context) error {
 		return l.failErr
 	case <-ctx.Done():
 		return context.Cause(ctx)
-	case <-l.b.closing:
+	case <-l.b.g.Done():
 		return errClosed
 	}
 }
@@ -110,8 +110,9 @@ func (l *listener) startLocked() {
 	if !l.running {
 		l.running = true
 		l.done = make(chan struct{})
-		l.b.wg.Add(1)
-		go l.run()
+		if !l.b.g.Go(l.run) {
+			close(l.done) // closed: nothing to wait for
+		}
 	}
 }
 
@@ -138,7 +139,7 @@ func (l *listener) kickLocked() {
 	}
 }
 
-// stop is called by Backend.Close after closing b.closing.
+// stop is called by Backend.Close after it cancelled b.g.
 func (l *listener) stop() {
 	l.mu.Lock()
 	running := l.running
@@ -150,7 +151,6 @@ func (l *listener) stop() {
 }
 
 func (l *listener) run() {
-	defer l.b.wg.Done()
 	defer close(l.done)
 	var conn *pgxpool.Conn
 	defer func() {
@@ -161,7 +161,7 @@ func (l *listener) run() {
 	retry := 50 * time.Millisecond
 	for {
 		select {
-		case <-l.b.closing:
+		case <-l.b.g.Done():
 			return
 		default:
 		}
@@ -170,7 +170,7 @@ func (l *listener) run() {
 			if err != nil {
 				l.fail(err)
 				select {
-				case <-l.b.closing:
+				case <-l.b.g.Done():
 					return
 				case <-time.After(retry):
 				}
@@ -198,15 +198,9 @@ func (l *listener) run() {
 }
 
 func (l *listener) connect() (*pgxpool.Conn, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), l.b.cfg.connectTimeout)
+	// From b.g's context: Close must not wait out a slow connect.
+	ctx, cancel := context.WithTimeout(l.b.g.Context(), l.b.cfg.connectTimeout)
 	defer cancel()
-	go func() { // Close must not wait out a slow connect
-		select {
-		case <-l.b.closing:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	conn, err := l.b.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("pglock: listener connect: %w", err)

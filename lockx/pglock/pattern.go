@@ -10,9 +10,10 @@ import (
 
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
-// Semaphores (driver.SemaphoreBackend) are table-based (read/write locks are
+// Semaphores (lockx.SemaphoreBackend) are table-based (read/write locks are
 // advisory locks: rw.go): holders are rows of lockx_pattern_held with a
 // lease on the server's clock, waiters rows of lockx_pattern_queue (sem.go).
 // Every decision runs in one short transaction on a pool connection that
@@ -59,14 +60,14 @@ func (b *Backend) patternTx(ctx context.Context, op string, kind int, key string
 	if b.cfg.err != nil {
 		return b.cfg.err
 	}
-	if err := ctx.Err(); err != nil {
-		return unavailable(op, context.Cause(ctx))
+	if err := backendkit.Ended(ctx, op); err != nil {
+		return err
 	}
 	b.mu.Lock()
 	closed := b.closed
 	b.mu.Unlock()
 	if closed {
-		return unavailable(op, errClosed)
+		return backendkit.Unavailable(op, errClosed)
 	}
 	hash, lock := b.hash(key), b.patternLock(kind, key)
 	run := func() error {
@@ -87,12 +88,12 @@ func (b *Backend) patternTx(ctx context.Context, op string, kind int, key string
 		return err
 	}
 	if isMissingSchema(err) {
-		return unavailable(op, errors.New("pglock: schema "+b.names.schema+" is missing: run pglock.Migrate: "+err.Error()))
+		return backendkit.Unavailable(op, errors.New("pglock: schema "+b.names.schema+" is missing: run pglock.Migrate: "+err.Error()))
 	}
-	if ctx.Err() != nil {
-		return unavailable(op, context.Cause(ctx))
+	if err := backendkit.Ended(ctx, op); err != nil {
+		return err
 	}
-	return unavailable(op, usageError(err, b.names))
+	return backendkit.Unavailable(op, usageError(err, b.names))
 }
 
 // The fixed head of a decision: take the key's decision lock, then drop

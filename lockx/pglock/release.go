@@ -2,11 +2,13 @@ package pglock
 
 import (
 	"context"
-	"github.com/lockx-go/lockx/lockx/driver"
 	"time"
+
+	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
-// Release implements driver.Backend. The holder's Backend unlocks on its
+// Release implements lockx.Backend. The holder's Backend unlocks on its
 // session, removes the row and notifies waiting processes (only if some
 // process has waiters for the key) in one statement. Any other Backend
 // releases by owner through the lock table: a fair waiter withdrawing from
@@ -19,7 +21,7 @@ func (b *Backend) Release(ctx context.Context, key string, owner driver.Owner) e
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return unavailable("release", errClosed)
+		return backendkit.Unavailable("release", errClosed)
 	}
 	sl := b.slots[hash]
 	var h *hold
@@ -49,8 +51,8 @@ func (b *Backend) Release(ctx context.Context, key string, owner driver.Owner) e
 		return driver.ErrNotHeld
 	}
 	h.gone = true
-	h.timer.Stop()
-	h.loss = nil
+	h.lease.Stop()
+	h.loss.Drop()
 	s := h.sess
 	var ch chan result
 	if !h.shared || len(sl.shared) == 0 {
@@ -101,17 +103,17 @@ func (b *Backend) releaseOp(s *session, hash int64, owner driver.Owner, shared b
 func (b *Backend) remoteRelease(ctx context.Context, hash int64, key string, owner driver.Owner) error {
 	s, err := b.session(ctx, b.index(hash))
 	if err != nil {
-		return unavailable("release", err)
+		return backendkit.Unavailable("release", err)
 	}
 	ch := make(chan result, 1)
 	o := &op{stmt: stRemoteRel, args: [][]byte{i8(hash), []byte(owner), []byte(key), []byte(b.names.channel), b.payload(hash)},
 		fin: func(r result) { ch <- r }}
 	if !s.enqueue(o) {
-		return unavailable("release", errSessionLost)
+		return backendkit.Unavailable("release", errSessionLost)
 	}
 	r := await(ch)
 	if r.err != nil {
-		return unavailable("release", usageError(r.err, b.names))
+		return backendkit.Unavailable("release", usageError(r.err, b.names))
 	}
 	if r.val(1) > 0 {
 		return nil
@@ -157,12 +159,12 @@ func (b *Backend) reaped(h *hold, r result) {
 	}
 	switch {
 	case r.err != nil:
-		h.timer.Reset(100 * time.Millisecond) // try again; a dead session is handled by sessionLost
+		h.lease.Reset(100 * time.Millisecond) // try again; a dead session is handled by sessionLost
 		return
 	case r.val(0) > 0: // extended through another Backend
 		d := time.Duration(r.val(0)) * time.Millisecond
 		h.deadline = time.Now().Add(d)
-		h.timer.Reset(d)
+		h.lease.Reset(d)
 		return
 	}
 	b.lose(h)

@@ -3,12 +3,14 @@ package pglock
 import (
 	"context"
 	"encoding/hex"
-	"github.com/lockx-go/lockx/lockx/driver"
 	"strconv"
 	"time"
+
+	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
-// Read/write locks (driver.RWBackend) are PostgreSQL advisory locks on the
+// Read/write locks (lockx.RWBackend) are PostgreSQL advisory locks on the
 // holder sessions, like plain locks: a reader holds the key's read/write
 // advisory key (patternLock(kindRW, key)) with pg_try_advisory_lock_shared,
 // a writer holds the same 64-bit key with pg_try_advisory_lock, so the
@@ -270,11 +272,11 @@ func rwRun(s *session, stmt string, args [][]byte) (result, bool) {
 	return await(ch), true
 }
 
-// AcquireRW implements driver.RWBackend: one statement on the key's holder
+// AcquireRW implements lockx.RWBackend: one statement on the key's holder
 // session (see the comment at the top of rw.go). A repeat by a holder
 // renews its lease; an owner holding the write side gets the read side on
 // the same session (downgrade) even while writers wait; one holding the
-// read side gets driver.ErrUpgrade.
+// read side gets lockx.ErrUpgrade.
 func (b *Backend) AcquireRW(ctx context.Context, mode driver.RWMode, req driver.Request) (driver.Result, error) {
 	m, err := rwModeRow(mode)
 	if err != nil {
@@ -284,8 +286,8 @@ func (b *Backend) AcquireRW(ctx context.Context, mode driver.RWMode, req driver.
 		return driver.Result{}, b.cfg.err
 	}
 	name := "acquire " + mode.String()
-	if err := ctx.Err(); err != nil {
-		return driver.Result{}, unavailable(name, context.Cause(ctx))
+	if err := backendkit.Ended(ctx, name); err != nil {
+		return driver.Result{}, err
 	}
 	lock, p := b.rwKeys(req.Key)
 	flagged := false
@@ -295,13 +297,13 @@ func (b *Backend) AcquireRW(ctx context.Context, mode driver.RWMode, req driver.
 		b.mu.Lock()
 		w := b.watcherLocked(p, req.Owner)
 		b.mu.Unlock()
-		if w != nil && !w.flagged {
+		if w != nil && !w.X.flagged {
 			if err := b.flag(ctx, p, w); err != nil {
-				return driver.Result{}, unavailable(name, err)
+				return driver.Result{}, backendkit.Unavailable(name, err)
 			}
 		}
 		b.mu.Lock()
-		flagged = w != nil && w.flagged && !w.cancelled
+		flagged = w != nil && w.X.flagged && !w.X.cancelled
 		b.mu.Unlock()
 	}
 	// A refusal decided while the flag was held may answer the retries
@@ -330,7 +332,7 @@ func (b *Backend) AcquireRW(ctx context.Context, mode driver.RWMode, req driver.
 func (b *Backend) acquireRW(ctx context.Context, name string, m, lock, p int64, req driver.Request, flagged bool) (driver.Result, bool, error) {
 	s, err := b.session(ctx, b.index(p))
 	if err != nil {
-		return driver.Result{}, false, unavailable(name, err)
+		return driver.Result{}, false, backendkit.Unavailable(name, err)
 	}
 	b.mu.Lock()
 	sl, err := b.rwTurnLocked(ctx, name, p, m)
@@ -409,7 +411,7 @@ func (b *Backend) acquireRW(ctx context.Context, name string, m, lock, p int64, 
 		}
 		b.rwDropIfEmpty(p, sl)
 		b.mu.Unlock()
-		return driver.Result{}, true, unavailable(name, errSessionLost)
+		return driver.Result{}, true, backendkit.Unavailable(name, errSessionLost)
 	}
 	b.mu.Unlock()
 	res := <-ch
@@ -419,7 +421,7 @@ func (b *Backend) acquireRW(ctx context.Context, name string, m, lock, p int64, 
 		}
 		return res, false, nil
 	}
-	return driver.Result{}, false, unavailable(name, errSessionLost)
+	return driver.Result{}, false, backendkit.Unavailable(name, errSessionLost)
 }
 
 // rwDoneLocked ends an attempt in flight. Callers hold b.mu.
@@ -457,7 +459,7 @@ func (b *Backend) rwEndWriteLocked(sl *rwSlot, m int64) {
 func (b *Backend) rwTurnLocked(ctx context.Context, name string, p, m int64) (*rwSlot, error) {
 	for {
 		if b.closed {
-			return nil, unavailable(name, errClosed)
+			return nil, backendkit.Unavailable(name, errClosed)
 		}
 		sl := b.rwSlotLocked(p)
 		var wait chan struct{}
@@ -472,7 +474,7 @@ func (b *Backend) rwTurnLocked(ctx context.Context, name string, p, m int64) (*r
 			}
 			err := b.waitUnlocked(ctx, name, sl.drained)
 			if err == nil && b.closed {
-				err = unavailable(name, errClosed)
+				err = backendkit.Unavailable(name, errClosed)
 			}
 			if err != nil {
 				b.rwEndWriteLocked(sl, rowWrite)
@@ -502,7 +504,7 @@ func (b *Backend) waitUnlocked(ctx context.Context, name string, ch <-chan struc
 	case <-ch:
 		return nil
 	case <-ctx.Done():
-		return unavailable(name, context.Cause(ctx))
+		return backendkit.Ended(ctx, name)
 	}
 }
 
@@ -532,7 +534,7 @@ func (b *Backend) rwGranted(s *session, p, m int64, req driver.Request, try bool
 	}
 	h := &hold{hash: p, key: req.Key, owner: req.Owner, token: driver.Token(r.val(0)), shared: m == rowRead,
 		sess: s, deadline: start.Add(req.Lease)}
-	h.timer = time.AfterFunc(req.Lease, func() { b.rwExpire(h) })
+	h.lease.Arm(req.Lease, func() { b.rwExpire(h) })
 	if m == rowRead {
 		sl.readers[req.Owner] = h
 	} else {
@@ -559,7 +561,7 @@ func (b *Backend) rwLocalHold(p, m int64, key string, owner driver.Owner) *hold 
 	return h
 }
 
-// ExtendRW implements driver.RWBackend: one statement renewing the hold's
+// ExtendRW implements lockx.RWBackend: one statement renewing the hold's
 // row. The holder's Backend frees the lock at once when the row is gone
 // (force-released, or its lease ended by the server's clock).
 func (b *Backend) ExtendRW(ctx context.Context, mode driver.RWMode, key string, owner driver.Owner, lease time.Duration) error {
@@ -573,14 +575,14 @@ func (b *Backend) ExtendRW(ctx context.Context, mode driver.RWMode, key string, 
 	}
 	s, err := b.session(ctx, b.index(p))
 	if err != nil {
-		return unavailable("extend "+mode.String(), err)
+		return backendkit.Unavailable("extend "+mode.String(), err)
 	}
 	r, ok := rwRun(s, stRWExtend, [][]byte{i8(lock), i8(p), []byte(owner), i8(m), i8(ms(lease))})
 	switch {
 	case !ok:
-		return unavailable("extend "+mode.String(), errSessionLost)
+		return backendkit.Unavailable("extend "+mode.String(), errSessionLost)
 	case r.err != nil:
-		return unavailable("extend "+mode.String(), usageError(r.err, b.names))
+		return backendkit.Unavailable("extend "+mode.String(), usageError(r.err, b.names))
 	case r.rows == 0:
 		return driver.ErrNotHeld
 	}
@@ -600,7 +602,7 @@ func (b *Backend) extendRWHold(ctx context.Context, h *hold, m int64, lease time
 	select {
 	case r = <-ch:
 	case <-ctx.Done():
-		return unavailable(name, context.Cause(ctx))
+		return backendkit.Ended(ctx, name)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -608,7 +610,7 @@ func (b *Backend) extendRWHold(ctx context.Context, h *hold, m int64, lease time
 	case h.gone:
 		return driver.ErrNotHeld
 	case r.err != nil:
-		return unavailable(name, usageError(r.err, b.names))
+		return backendkit.Unavailable(name, usageError(r.err, b.names))
 	case r.rows == 0:
 		// Force-released, or its lease ended by the server's clock: free
 		// the lock now.
@@ -616,7 +618,7 @@ func (b *Backend) extendRWHold(ctx context.Context, h *hold, m int64, lease time
 		return driver.ErrNotHeld
 	}
 	h.deadline = start.Add(lease)
-	h.timer.Reset(lease)
+	h.lease.Reset(lease)
 	return nil
 }
 
@@ -665,7 +667,7 @@ func (b *Backend) rwReleaseOp(h *hold, m int64, others, reap bool, fin func(resu
 		[]byte(b.names.channel), b.payload(h.hash), boolean(others), boolean(reap)}, fin: fin})
 }
 
-// ReleaseRW implements driver.RWBackend: one statement. The holder's Backend
+// ReleaseRW implements lockx.RWBackend: one statement. The holder's Backend
 // frees its lock; any other releases by owner through the rows (a waiter
 // withdrawing, or a force-release the holder notices at its next renewal).
 func (b *Backend) ReleaseRW(ctx context.Context, mode driver.RWMode, key string, owner driver.Owner) error {
@@ -679,7 +681,7 @@ func (b *Backend) ReleaseRW(ctx context.Context, mode driver.RWMode, key string,
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return unavailable(name, errClosed)
+		return backendkit.Unavailable(name, errClosed)
 	}
 	var h *hold
 	if sl := b.rws[p]; sl != nil {
@@ -690,8 +692,8 @@ func (b *Backend) ReleaseRW(ctx context.Context, mode driver.RWMode, key string,
 	}
 	if h != nil && h.owner == owner && h.key == key && !h.gone {
 		h.gone = true
-		h.timer.Stop()
-		h.loss = nil
+		h.lease.Stop()
+		h.loss.Drop()
 		if h.reaping {
 			// Its lease timer's unlock is in flight on the session; the
 			// reap's outcome decides (rwExpire), so that the lock is
@@ -715,14 +717,14 @@ func (b *Backend) ReleaseRW(ctx context.Context, mode driver.RWMode, key string,
 	b.mu.Unlock()
 	s, err := b.session(ctx, b.index(p))
 	if err != nil {
-		return unavailable(name, err)
+		return backendkit.Unavailable(name, err)
 	}
 	r, ok := rwRun(s, stRWRemote, [][]byte{i8(lock), i8(p), []byte(owner), i8(m), []byte(b.names.channel), b.payload(p)})
 	switch {
 	case !ok:
-		return unavailable(name, errSessionLost)
+		return backendkit.Unavailable(name, errSessionLost)
 	case r.err != nil:
-		return unavailable(name, usageError(r.err, b.names))
+		return backendkit.Unavailable(name, usageError(r.err, b.names))
 	case r.val(0) == 0:
 		return driver.ErrNotHeld
 	}
@@ -763,7 +765,7 @@ func (b *Backend) rwExpire(h *hold) {
 		case r.val(0) > 0 && !h.gone: // extended through another Backend
 			d := time.Duration(r.val(0)) * time.Millisecond
 			h.deadline = time.Now().Add(d)
-			h.timer.Reset(d)
+			h.lease.Reset(d)
 		case r.val(0) > 0: // lost with its session, or closed
 		default:
 			b.lose(h)
@@ -805,7 +807,7 @@ func (b *Backend) rwCloseLocked() {
 	for _, sl := range b.rws {
 		for _, h := range sl.holds() {
 			h.gone = true
-			h.timer.Stop()
+			h.lease.Stop()
 		}
 	}
 	b.rws = nil
@@ -832,9 +834,5 @@ func (b *Backend) dueLocked(h *hold) bool {
 	if h.gone || h.reaping || b.closed {
 		return false
 	}
-	if d := time.Until(h.deadline); d > 0 {
-		h.timer.Reset(d)
-		return false
-	}
-	return true
+	return h.lease.Expired(h.deadline)
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
 // Semaphore decisions on one key are serialised by the key's decision lock,
@@ -86,7 +88,7 @@ func (b *Backend) semDecide(ctx context.Context, op, key string, queue func(batc
 			if i := slices.Index(k.ops, o); i >= 0 { // not sent: withdraw
 				k.ops = slices.Delete(k.ops, i, i+1)
 				s.mu.Unlock()
-				return unavailable(op, context.Cause(ctx))
+				return backendkit.Ended(ctx, op)
 			}
 			s.mu.Unlock()
 			t = <-o.turn // in flight, or our turn to send: see it through

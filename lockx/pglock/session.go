@@ -189,7 +189,6 @@ func (s *session) take() []*op {
 // run is the session's goroutine. It ends when the session dies or the
 // Backend closes.
 func (s *session) run() {
-	defer s.b.wg.Done()
 	health := time.NewTimer(s.b.cfg.health)
 	defer health.Stop()
 	sweepEvery := time.Minute
@@ -197,7 +196,7 @@ func (s *session) run() {
 	for {
 		timeout := s.b.cfg.stmtTimeout
 		select {
-		case <-s.b.closing:
+		case <-s.b.g.Done():
 			s.shutdown()
 			return
 		case <-s.wake:

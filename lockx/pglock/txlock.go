@@ -6,7 +6,9 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
 // TxLock takes key's lock for the rest of transaction tx and returns a
@@ -27,7 +29,7 @@ func TxLock(ctx context.Context, tx pgx.Tx, key string, opts ...Option) (driver.
 }
 
 // TryTxLock is TxLock without waiting: it returns an error matching
-// driver.ErrNotAcquired if another session holds the key.
+// lockx.ErrNotAcquired if another session holds the key.
 func TryTxLock(ctx context.Context, tx pgx.Tx, key string, opts ...Option) (driver.Token, error) {
 	return txLock(ctx, tx, key, newConfig(opts), false)
 }
@@ -73,7 +75,7 @@ func txLock(ctx context.Context, tx pgx.Tx, key string, cfg config, wait bool) (
 		if ctx.Err() != nil {
 			err = errors.Join(err, context.Cause(ctx))
 		}
-		return 0, fmt.Errorf("pglock: tx lock %q: %w", key, unavailable("tx lock", usageError(err, n)))
+		return 0, fmt.Errorf("pglock: tx lock %q: %w", key, backendkit.Unavailable("tx lock", usageError(err, n)))
 	case tok == nil && !wait:
 		return 0, fmt.Errorf("pglock: tx lock %q: %w", key, driver.ErrNotAcquired)
 	case tok == nil || *tok == 0:

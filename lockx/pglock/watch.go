@@ -3,25 +3,28 @@ package pglock
 import (
 	"context"
 	"encoding/hex"
-	"github.com/lockx-go/lockx/lockx/driver"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
-// watcher is one waiting attempt's wake-up channel. flagged (guarded by
-// b.mu) says the watcher holds a reference on the key's wait flag; cancelled
-// that its registration ended.
-type watcher struct {
-	owner     driver.Owner
+// watcher is one waiting attempt's wake-up registration, its state guarded
+// by b.mu.
+type watcher = backendkit.Watcher[watchState]
+
+// watchState is what pglock keeps about a watcher: flagged says it holds a
+// reference on the key's wait flag; cancelled that its registration ended.
+type watchState struct {
 	ownerHex  string
-	ch        chan struct{}
 	flagged   bool
 	cancelled bool
 	fair      bool // its last attempt was fair and flagged
 }
 
-// Watch implements driver.Notifier. Before it returns, this process is
+// Watch implements lockx.Notifier. Before it returns, this process is
 // listening on the schema's channel. Wake-ups come from releases in this
 // process directly and from other processes through one LISTEN connection
 // per Backend, however many keys are awaited. A notification naming the head
@@ -36,29 +39,19 @@ type watcher struct {
 // releases notify whether or not a flag is held.
 func (b *Backend) Watch(ctx context.Context, key string, owner driver.Owner) (<-chan struct{}, func(), error) {
 	hash := b.hash(key)
-	w := &watcher{owner: owner, ownerHex: hex.EncodeToString([]byte(owner)), ch: make(chan struct{}, 1)}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		return nil, nil, unavailable("watch", errClosed)
+		return nil, nil, backendkit.Unavailable("watch", errClosed)
 	}
-	ws := b.watch[hash]
-	if ws == nil {
-		ws = make(map[*watcher]struct{})
-		b.watch[hash] = ws
-	}
-	ws[w] = struct{}{}
+	w := b.watch.Add(hash, owner)
+	w.X.ownerHex = hex.EncodeToString([]byte(owner))
 	b.mu.Unlock()
 	remove := func() {
 		b.mu.Lock()
-		w.cancelled = true
-		flagged := w.flagged
-		if ws := b.watch[hash]; ws != nil {
-			delete(ws, w)
-			if len(ws) == 0 {
-				delete(b.watch, hash)
-			}
-		}
+		w.X.cancelled = true
+		flagged := w.X.flagged
+		b.watch.Remove(hash, w)
 		b.mu.Unlock()
 		if flagged {
 			b.lst.unref(hash)
@@ -68,24 +61,21 @@ func (b *Backend) Watch(ctx context.Context, key string, owner driver.Owner) (<-
 	b.prewarmWait()
 	if err := b.lst.warm(ctx); err != nil {
 		remove()
-		return nil, nil, unavailable("watch", err)
+		return nil, nil, backendkit.Unavailable("watch", err)
 	}
 	var once sync.Once
-	return w.ch, func() { once.Do(remove) }, nil
+	return w.C(), func() { once.Do(remove) }, nil
 }
 
 // watcherLocked returns a live watcher of owner on hash, nil if none.
 // Callers hold b.mu.
 func (b *Backend) watcherLocked(hash int64, owner driver.Owner) *watcher {
 	var found *watcher
-	for w := range b.watch[hash] {
-		if w.owner == owner && !w.cancelled {
-			if w.flagged {
-				return w
-			}
+	b.watch.Owned(hash, owner, func(w *watcher) {
+		if !w.X.cancelled && (found == nil || !found.X.flagged) {
 			found = w
 		}
-	}
+	})
 	return found
 }
 
@@ -96,12 +86,12 @@ func (b *Backend) flag(ctx context.Context, hash int64, w *watcher) error {
 		return err
 	}
 	b.mu.Lock()
-	if w.cancelled || w.flagged {
+	if w.X.cancelled || w.X.flagged {
 		b.mu.Unlock()
 		b.lst.unref(hash)
 		return nil
 	}
-	w.flagged = true
+	w.X.flagged = true
 	b.mu.Unlock()
 	return nil
 }
@@ -109,7 +99,11 @@ func (b *Backend) flag(ctx context.Context, hash int64, w *watcher) error {
 // wakeLocked wakes the watchers of hash: only headHex's if given and
 // present here, otherwise all. Callers hold b.mu.
 func (b *Backend) wakeLocked(hash int64, headHex string) {
-	b.wakeIfLocked(hash, func(w *watcher) bool { return headHex == "" || w.ownerHex == headHex })
+	if headHex == "" {
+		b.watch.WakeAll(hash)
+		return
+	}
+	b.watch.WakeIf(hash, func(w *watcher) bool { return w.X.ownerHex == headHex })
 }
 
 // wakeReleasedLocked wakes the watchers of hash after a release by this
@@ -118,24 +112,12 @@ func (b *Backend) wakeLocked(hash int64, headHex string) {
 // Waking them all would send every local fair waiter after the lock at
 // once, where all but the head are refused. Callers hold b.mu.
 func (b *Backend) wakeReleasedLocked(hash int64) {
-	b.wakeIfLocked(hash, func(w *watcher) bool { return !w.fair })
+	b.watch.WakeIf(hash, func(w *watcher) bool { return !w.X.fair })
 }
 
 // wakeOwnerLocked wakes owner's watchers of hash. Callers hold b.mu.
 func (b *Backend) wakeOwnerLocked(hash int64, owner driver.Owner) {
-	b.wakeIfLocked(hash, func(w *watcher) bool { return w.owner == owner })
-}
-
-// wakeIfLocked wakes the watchers of hash that match. Callers hold b.mu.
-func (b *Backend) wakeIfLocked(hash int64, match func(*watcher) bool) {
-	for w := range b.watch[hash] {
-		if match(w) {
-			select {
-			case w.ch <- struct{}{}:
-			default:
-			}
-		}
-	}
+	b.watch.WakeOwner(hash, owner)
 }
 
 // wakeAll wakes every watcher: after the listener reconnected, any
@@ -144,9 +126,7 @@ func (b *Backend) wakeAll() {
 	b.refs.wokeAll()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for hash := range b.watch {
-		b.wakeLocked(hash, "")
-	}
+	b.watch.WakeEvery()
 }
 
 // dispatch handles a notification: "<hash>" (every watcher of the key),
