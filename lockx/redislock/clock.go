@@ -3,6 +3,8 @@ package redislock
 import (
 	"context"
 	"time"
+
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
 // Now returns the Redis server's time (TIME), the clock its leases run on.
@@ -19,7 +21,7 @@ func (b *Backend) Now(ctx context.Context) (time.Time, error) {
 	}
 	t, err := b.rdb.Time(ctx).Result()
 	if err != nil {
-		return time.Time{}, b.fail(ctx, "time", err)
+		return time.Time{}, backendkit.Fail(ctx, "time", err)
 	}
 	return t, nil
 }

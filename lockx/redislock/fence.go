@@ -6,8 +6,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
 // The fence scripts share fence.lua, the check itself.
@@ -32,7 +34,7 @@ func (b *Backend) fenceKey(resource string) string {
 	return b.cfg.prefix + "f:{" + resource + "}"
 }
 
-// Fence implements driver.FenceStore with one script call: GET, compare and
+// Fence implements lockx.FenceStore with one script call: GET, compare and
 // SET of the resource's fence key. Like the lock scripts it goes through the
 // batcher (WithAutoPipeline), so concurrent checks share round trips. A Backend is a fence store on its own —
 // the resource need not be locked through Redis — and several services share
@@ -45,7 +47,7 @@ func (b *Backend) Fence(ctx context.Context, resource string, token driver.Token
 	c.args[2], c.args[3], c.args[4] = "1", b.fenceKey(resource), uint64(token)
 	seen, err := b.eval(ctx, fenceScript, c, 5)
 	if err != nil {
-		return b.fail(ctx, "fence", err)
+		return backendkit.Fail(ctx, "fence", err)
 	}
 	return staleError(resource, token, seen)
 }
@@ -53,13 +55,13 @@ func (b *Backend) Fence(ctx context.Context, resource string, token driver.Token
 // FencedSet writes value to key (SET, with PX ttl when ttl > 0) only if
 // token is current for resource, in one script: the fencing check and the
 // write are one atomic step, so no newer holder can write in between. A
-// stale token returns a *driver.StaleTokenError and writes nothing.
+// stale token returns a *lockx.StaleTokenError and writes nothing.
 //
 //	err := b.FencedSet(ctx, "docs/1", l.Token(), "doc:{docs/1}", body, 0)
 //
 // On Redis Cluster a script may only touch keys of one slot: key must carry
 // the resource as its hash tag ("…{resource}…", the first braces of the
-// name), or FencedSet refuses it with an *driver.ArgError before sending
+// name), or FencedSet refuses it with an *lockx.ArgError before sending
 // anything. Tag data keys that way on a single node too, and the code keeps
 // working when the data moves to a Cluster.
 func (b *Backend) FencedSet(ctx context.Context, resource string, token driver.Token, key string, value any, ttl time.Duration) error {
@@ -81,7 +83,7 @@ func (b *Backend) FencedSet(ctx context.Context, resource string, token driver.T
 	c.args[5], c.args[6], c.args[7] = uint64(token), value, millis(ttl)
 	seen, err := b.eval(ctx, fencedSetScript, c, 8)
 	if err != nil {
-		return b.fail(ctx, "fenced set", err)
+		return backendkit.Fail(ctx, "fenced set", err)
 	}
 	return staleError(resource, token, seen)
 }

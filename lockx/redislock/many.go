@@ -8,13 +8,15 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
 var _ driver.ManyAcquirer = (*Backend)(nil)
 
-// AcquireMany implements driver.ManyAcquirer: one all-or-nothing attempt at
+// AcquireMany implements lockx.ManyAcquirer: one all-or-nothing attempt at
 // every request, for one owner, without waiting.
 //
 // On a single node or a Sentinel primary it is one script call over every
@@ -84,7 +86,7 @@ func (b *Backend) AcquireMany(ctx context.Context, reqs []driver.Request) ([]dri
 	}
 	if len(errs) > 0 {
 		// Unknown outcome: the Client releases every key, owner-checked.
-		return nil, b.fail(ctx, "acquire many", errors.Join(errs...))
+		return nil, backendkit.Fail(ctx, "acquire many", errors.Join(errs...))
 	}
 	if !refused {
 		return res, nil
@@ -101,7 +103,7 @@ func (b *Backend) AcquireMany(ctx context.Context, reqs []driver.Request) ([]dri
 	}
 	if len(back) > 0 {
 		if err := b.releaseKeys(ctx, reqs, back, owner); err != nil {
-			return nil, b.fail(ctx, "acquire many: give back", err)
+			return nil, backendkit.Fail(ctx, "acquire many: give back", err)
 		}
 	}
 	return res, nil
@@ -207,7 +209,7 @@ func (b *Backend) releaseKeys(ctx context.Context, reqs []driver.Request, idx []
 
 var _ driver.ManyReleaser = (*Backend)(nil)
 
-// ReleaseMany implements driver.ManyReleaser: the release script of every
+// ReleaseMany implements lockx.ManyReleaser: the release script of every
 // key in one pipeline (go-redis splits a Cluster's per master node), with
 // one error per key as Release returns it.
 func (b *Backend) ReleaseMany(ctx context.Context, keys []string, owner driver.Owner) []error {
@@ -240,7 +242,7 @@ func (b *Backend) releasePipe(ctx context.Context, keys []string, owner string) 
 	for i, c := range cmds {
 		switch v, err := c.Int64(); {
 		case err != nil:
-			errs[i] = b.fail(ctx, "release", err)
+			errs[i] = backendkit.Fail(ctx, "release", err)
 		case v != 1:
 			errs[i] = driver.ErrNotHeld
 		}

@@ -11,8 +11,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
 // Wake-up without polling. Each Backend subscribes once, lazily at the first
@@ -43,46 +45,30 @@ var errClosed = fmt.Errorf("redislock: backend closed: %w", driver.ErrClosed)
 
 type notifier struct {
 	b      *Backend
-	health time.Duration   // healthInterval; tests shorten it
-	ctx    context.Context // cancelled by close: ends dials and reads
-	cancel context.CancelFunc
-	done   chan struct{} // closed by close
-	wg     sync.WaitGroup
+	health time.Duration    // healthInterval; tests shorten it
+	g      backendkit.Group // the dispatcher; its context ends dials and reads at close
 
 	mu       sync.Mutex
 	started  bool
 	closed   bool
 	ps       *redis.PubSub
-	ready    chan struct{}        // closed at the first confirmed subscription
-	readyBy  time.Time            // Watch waits for ready until then at most
-	watchers map[string]*watchSet // by lock key
-	seq      uint64               // last watcher's seq
-	waits    map[waitKey]*waitRec // fair waiters' refusals and handoffs (handoff.go)
-	swept    time.Time            // last sweep of waits
-}
-
-type watchSet struct{ m map[*watcher]struct{} }
-
-type watcher struct {
-	seq   uint64 // registration order
-	owner driver.Owner
-	enc   string        // owner encoded as the lock scripts store it
-	ch    chan struct{} // capacity 1: a pending wake-up
+	ready    chan struct{}                       // closed at the first confirmed subscription
+	readyBy  time.Time                           // Watch waits for ready until then at most
+	watchers backendkit.Registry[string, string] // by lock key; X: the owner encoded as the lock scripts store it
+	waits    map[waitKey]*waitRec                // fair waiters' refusals and handoffs (handoff.go)
+	swept    time.Time                           // last sweep of waits
 }
 
 func (n *notifier) init(b *Backend) {
 	n.b = b
 	n.health = healthInterval
-	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.done = make(chan struct{})
 	n.ready = make(chan struct{})
-	n.watchers = make(map[string]*watchSet)
 }
 
 // channel is this backend's wake-up channel.
 func (b *Backend) channel() string { return b.chpf + b.id }
 
-// Watch implements driver.Notifier. The first call starts the subscription
+// Watch implements lockx.Notifier. The first call starts the subscription
 // and waits (bounded by ctx) until Redis has confirmed it.
 func (b *Backend) Watch(ctx context.Context, key string, owner driver.Owner) (<-chan struct{}, func(), error) {
 	if b.err != nil {
@@ -90,7 +76,6 @@ func (b *Backend) Watch(ctx context.Context, key string, owner driver.Owner) (<-
 	}
 	n := &b.n
 	lk := b.lockKey(key)
-	w := &watcher{owner: owner, enc: encodeOwner(owner), ch: make(chan struct{}, 1)}
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
@@ -99,69 +84,59 @@ func (b *Backend) Watch(ctx context.Context, key string, owner driver.Owner) (<-
 	if !n.started {
 		n.started = true
 		n.readyBy = time.Now().Add(confirmWait)
-		n.wg.Add(1)
-		go n.loop()
+		n.g.Go(n.loop)
 	}
-	set := n.watchers[lk]
-	if set == nil {
-		set = &watchSet{m: make(map[*watcher]struct{})}
-		n.watchers[lk] = set
-	}
-	n.seq++
-	w.seq = n.seq
-	set.m[w] = struct{}{}
+	w := n.watchers.Add(lk, owner)
+	w.X = encodeOwner(owner)
 	ready, readyBy := n.ready, n.readyBy
 	n.mu.Unlock()
 
 	cancel := func() {
 		n.mu.Lock()
-		delete(set.m, w)
-		if len(set.m) == 0 && n.watchers[lk] == set {
-			delete(n.watchers, lk)
-		}
+		n.watchers.Remove(lk, w)
 		n.mu.Unlock()
 	}
 	select {
 	case <-ready:
-		return w.ch, cancel, nil
+		return w.C(), cancel, nil
 	default:
 	}
 	wait := time.Until(readyBy)
 	if wait <= 0 {
-		return w.ch, cancel, nil
+		return w.C(), cancel, nil
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-ready:
 	case <-t.C:
-	case <-n.done:
+	case <-n.g.Done():
 	case <-ctx.Done():
 		cancel()
 		return nil, nil, ctx.Err()
 	}
-	return w.ch, cancel, nil
+	return w.C(), cancel, nil
 }
 
 // loop is the dispatcher: it owns the subscription, reads it, routes
 // messages and keeps the connection healthy. It ends when close is called.
 func (n *notifier) loop() {
-	defer n.wg.Done()
+	ctx := n.g.Context()
 	ps := n.open()
 	if ps == nil {
 		return
 	}
 	delay, pinged := 50*time.Millisecond, false
 	for {
-		msg, err := ps.ReceiveTimeout(n.ctx, n.health)
-		if n.ctx.Err() != nil {
+		msg, err := ps.ReceiveTimeout(ctx, n.health)
+		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
 			switch {
 			case isTimeout(err) && !pinged:
 				pinged = true
-				_ = ps.Ping(n.ctx)
+				_ = ps.Ping(ctx)
 			case isTimeout(err):
 				// A silent connection that does not answer a ping: replace it.
 				_ = ps.Close()
@@ -202,10 +177,11 @@ func (n *notifier) open() *redis.PubSub {
 		n.mu.Unlock()
 		return nil
 	}
-	ps := n.b.rdb.Subscribe(n.ctx) // no channels yet: no I/O under the lock
+	ctx := n.g.Context()
+	ps := n.b.rdb.Subscribe(ctx) // no channels yet: no I/O under the lock
 	n.ps = ps
 	n.mu.Unlock()
-	_ = ps.Subscribe(n.ctx, n.b.channel())
+	_ = ps.Subscribe(ctx, n.b.channel())
 	return ps
 }
 
@@ -215,7 +191,7 @@ func (n *notifier) sleep(d time.Duration) bool {
 	select {
 	case <-t.C:
 		return true
-	case <-n.done:
+	case <-n.g.Done():
 		return false
 	}
 }
@@ -235,13 +211,7 @@ func (n *notifier) subscribed() {
 }
 
 // wakeAll wakes every watcher. Callers hold n.mu.
-func (n *notifier) wakeAll() {
-	for _, set := range n.watchers {
-		for w := range set.m {
-			w.wake()
-		}
-	}
-}
+func (n *notifier) wakeAll() { n.watchers.WakeEvery() }
 
 // dispatch routes one published payload "<len(owner)>:<owner><lock key>".
 // A named owner wakes that owner's watchers (a fair queue head, or the
@@ -277,30 +247,17 @@ func (n *notifier) dispatch(p string) (passOn string) {
 	if tok > 0 && owner != "" {
 		n.handedOff(lk, owner, tok, lease)
 	}
-	set := n.watchers[lk]
 	if owner == "" {
-		if set == nil || len(set.m) == 0 {
-			return lk
-		}
 		// The longest-waiting watcher goes first (plain waiters are not
 		// promised an order, but this keeps them from starving one another).
-		var oldest *watcher
-		for w := range set.m {
-			if oldest == nil || w.seq < oldest.seq {
-				oldest = w
-			}
+		if !n.watchers.WakeFirst(lk, false) {
+			return lk
 		}
-		oldest.wake()
 		return ""
 	}
-	if set == nil {
-		return ""
-	}
-	for w := range set.m {
-		if string(w.owner) == owner || w.enc == owner {
-			w.wake()
-		}
-	}
+	n.watchers.WakeIf(lk, func(w *backendkit.Watcher[string]) bool {
+		return string(w.Owner) == owner || w.X == owner
+	})
 	return ""
 }
 
@@ -309,16 +266,12 @@ func (n *notifier) dispatch(p string) (passOn string) {
 func (n *notifier) othersWaiting(lk string, owner driver.Owner) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	set := n.watchers[lk]
-	if set == nil {
-		return false
-	}
-	for w := range set.m {
-		if w.owner != owner {
-			return true
-		}
-	}
-	return false
+	others := false
+	n.watchers.Each(lk, func(w *backendkit.Watcher[string]) bool {
+		others = w.Owner != owner
+		return !others
+	})
+	return others
 }
 
 // passOn hands a plain wake-up that found no watcher here to the next
@@ -330,16 +283,9 @@ func (n *notifier) passOn(lk string) {
 	c := &call{lk: lk}
 	c.args[2], c.args[3], c.args[4], c.args[5], c.args[6] = "4", lk, q, d, w
 	c.args[7] = b.chpfArg
-	ctx, cancel := context.WithTimeout(n.ctx, time.Second)
+	ctx, cancel := context.WithTimeout(n.g.Context(), time.Second)
 	defer cancel()
 	_, _ = b.eval(ctx, wakeScript, c, 8)
-}
-
-func (w *watcher) wake() {
-	select {
-	case w.ch <- struct{}{}:
-	default:
-	}
 }
 
 // close ends the dispatcher and the subscription, and wakes all watchers so
@@ -352,15 +298,14 @@ func (n *notifier) close() {
 	}
 	n.closed = true
 	n.waits = nil
-	close(n.done)
-	n.cancel()
+	n.g.Cancel()
 	ps := n.ps
 	n.wakeAll()
 	n.mu.Unlock()
 	if ps != nil {
 		_ = ps.Close()
 	}
-	n.wg.Wait()
+	n.g.Wait()
 }
 
 func isTimeout(err error) bool {

@@ -4,19 +4,20 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
 
-	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
 // Backend is lockx's Redis backend over a redis.UniversalClient: a single
 // node, a Sentinel failover client or a Cluster. It implements
-// driver.Backend, driver.Notifier, driver.BatchExtender,
-// driver.ExtendPartitioner, driver.ManyAcquirer and driver.ManyReleaser.
+// lockx.Backend, lockx.Notifier, lockx.BatchExtender,
+// lockx.ExtendPartitioner, lockx.ManyAcquirer and lockx.ManyReleaser.
 // Create it with New; it is safe for concurrent use.
 type Backend struct {
 	rdb redis.UniversalClient
@@ -49,7 +50,7 @@ var (
 
 // New returns a Backend that keeps its locks in rdb. It does not take
 // ownership of rdb: Close leaves it open. An invalid option or a nil rdb is
-// reported by every call as an *driver.ArgError.
+// reported by every call as an *lockx.ArgError.
 func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 	b := &Backend{rdb: rdb, cfg: defaultConfig()}
 	for _, o := range opts {
@@ -125,7 +126,7 @@ func (b *Backend) lockKey(key string) string {
 // 4 other waiters of this backend wait for the key too.
 var flagArgs = [8]any{"0", "1", "2", "3", "4", "5", "6", "7"}
 
-// Acquire implements driver.Backend with one script call (plus WAIT in the
+// Acquire implements lockx.Backend with one script call (plus WAIT in the
 // same pipeline when WithReplicaAck is set).
 func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
 	if b.err != nil {
@@ -174,7 +175,7 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Resul
 		v, err = b.eval(ctx, acquireScript, c, n)
 	}
 	if err != nil {
-		return driver.Result{}, b.fail(ctx, "acquire", err)
+		return driver.Result{}, backendkit.Fail(ctx, "acquire", err)
 	}
 	if v > 0 {
 		if fairWait {
@@ -235,7 +236,7 @@ func (b *Backend) acquireAcked(ctx context.Context, req driver.Request, c *call,
 	return 0, fmt.Errorf("redislock: grant acknowledged by %d of %d replicas within %v", got, b.cfg.replicas, b.cfg.ackTimeout)
 }
 
-// Extend implements driver.Backend.
+// Extend implements lockx.Backend.
 func (b *Backend) Extend(ctx context.Context, key string, owner driver.Owner, lease time.Duration) error {
 	if b.err != nil {
 		return b.err
@@ -248,7 +249,7 @@ func (b *Backend) Extend(ctx context.Context, key string, owner driver.Owner, le
 	c.args[2], c.args[4], c.args[5] = "1", &c.owner, &c.ms
 	v, err := b.eval(ctx, extendScript, c, 6)
 	if err != nil {
-		return b.fail(ctx, "extend", err)
+		return backendkit.Fail(ctx, "extend", err)
 	}
 	if v != 1 {
 		return driver.ErrNotHeld
@@ -256,7 +257,7 @@ func (b *Backend) Extend(ctx context.Context, key string, owner driver.Owner, le
 	return nil
 }
 
-// Release implements driver.Backend. It also wakes the next waiter: the head
+// Release implements lockx.Backend. It also wakes the next waiter: the head
 // of the fair queue, or every backend that marked the key as awaited.
 func (b *Backend) Release(ctx context.Context, key string, owner driver.Owner) error {
 	if b.err != nil {
@@ -271,7 +272,7 @@ func (b *Backend) Release(ctx context.Context, key string, owner driver.Owner) e
 	c.args[2], c.args[4], c.args[5], c.args[6] = "1", &c.owner, b.tombArg, b.chpfArg
 	v, err := b.eval(ctx, releaseScript, c, 7)
 	if err != nil {
-		return b.fail(ctx, "release", err)
+		return backendkit.Fail(ctx, "release", err)
 	}
 	if v != 1 {
 		return driver.ErrNotHeld
@@ -279,7 +280,7 @@ func (b *Backend) Release(ctx context.Context, key string, owner driver.Owner) e
 	return nil
 }
 
-// TTL implements driver.Backend.
+// TTL implements lockx.Backend.
 func (b *Backend) TTL(ctx context.Context, key string, owner driver.Owner) (time.Duration, error) {
 	if b.err != nil {
 		return 0, b.err
@@ -291,7 +292,7 @@ func (b *Backend) TTL(ctx context.Context, key string, owner driver.Owner) (time
 	c.args[2], c.args[4] = "1", &c.owner
 	v, err := b.eval(ctx, ttlScript, c, 5)
 	if err != nil {
-		return 0, b.fail(ctx, "ttl", err)
+		return 0, backendkit.Fail(ctx, "ttl", err)
 	}
 	if v < 0 {
 		return 0, driver.ErrNotHeld
@@ -299,7 +300,7 @@ func (b *Backend) TTL(ctx context.Context, key string, owner driver.Owner) (time
 	return time.Duration(v) * time.Millisecond, nil
 }
 
-// ExtendMany implements driver.BatchExtender: one pipeline for all requests
+// ExtendMany implements lockx.BatchExtender: one pipeline for all requests
 // (go-redis splits it per node on a Cluster).
 func (b *Backend) ExtendMany(ctx context.Context, reqs []driver.ExtendRequest) []error {
 	errs := make([]error, len(reqs))
@@ -322,7 +323,7 @@ func (b *Backend) ExtendMany(ctx context.Context, reqs []driver.ExtendRequest) [
 		v, err := cmd.Int64()
 		switch {
 		case err != nil:
-			errs[i] = b.fail(ctx, "extend", err)
+			errs[i] = backendkit.Fail(ctx, "extend", err)
 		case v != 1:
 			errs[i] = driver.ErrNotHeld
 		}
@@ -330,7 +331,7 @@ func (b *Backend) ExtendMany(ctx context.Context, reqs []driver.ExtendRequest) [
 	return errs
 }
 
-// PartitionExtends implements driver.ExtendPartitioner: on a Cluster, one
+// PartitionExtends implements lockx.ExtendPartitioner: on a Cluster, one
 // group per master node (the node that owns the lock key's slot, from the
 // client's cached slot table), so the watchdog renews each node's locks in
 // a call of its own and a stalled node delays only its own locks. Requests
@@ -351,24 +352,11 @@ func (b *Backend) PartitionExtends(ctx context.Context, reqs []driver.ExtendRequ
 	})
 }
 
-// Close implements driver.Backend: it closes the wake-up subscription and
+// Close implements lockx.Backend: it closes the wake-up subscription and
 // ends the goroutine that serves it. It does not close the redis client.
 func (b *Backend) Close() error {
 	b.n.close()
 	return nil
-}
-
-// fail classifies a failed call: the context's own error if it ended (so
-// errors.Is(err, context.Canceled) holds), else an error matching
-// driver.ErrUnavailable that keeps the cause.
-func (b *Backend) fail(ctx context.Context, op string, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		if errors.Is(err, cerr) {
-			return err
-		}
-		return cerr
-	}
-	return driver.Unavailable(op, err)
 }
 
 // millis converts a lease to whole milliseconds, rounding up so that a

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"time"
 
-	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
 // saveResultScript stores an outcome unless one is stored (save_result.lua).
@@ -25,7 +27,7 @@ func (b *Backend) resultKey(key string) string {
 	return b.cfg.prefix + "r:{" + key + "}"
 }
 
-// LoadResult implements driver.ResultStore with one GET. Expired outcomes are
+// LoadResult implements lockx.ResultStore with one GET. Expired outcomes are
 // gone: Redis expires the key at the end of the retention.
 func (b *Backend) LoadResult(ctx context.Context, key string) (driver.Outcome, error) {
 	if err := b.resultArgs(ctx, key, 1); err != nil {
@@ -36,7 +38,7 @@ func (b *Backend) LoadResult(ctx context.Context, key string) (driver.Outcome, e
 		return driver.Outcome{}, driver.ErrNoResult
 	}
 	if err != nil {
-		return driver.Outcome{}, b.fail(ctx, "load result", err)
+		return driver.Outcome{}, backendkit.Fail(ctx, "load result", err)
 	}
 	var o driver.Outcome
 	if err := o.UnmarshalBinary(raw); err != nil {
@@ -45,7 +47,7 @@ func (b *Backend) LoadResult(ctx context.Context, key string) (driver.Outcome, e
 	return o, nil
 }
 
-// SaveResult implements driver.ResultStore with one script call: GET, and
+// SaveResult implements lockx.ResultStore with one script call: GET, and
 // SET PX if nothing was there.
 func (b *Backend) SaveResult(ctx context.Context, key string, o driver.Outcome, retention time.Duration) (driver.Outcome, bool, error) {
 	if err := b.resultArgs(ctx, key, retention); err != nil {
@@ -63,7 +65,7 @@ func (b *Backend) SaveResult(ctx context.Context, key string, o driver.Outcome, 
 		return o, true, nil
 	}
 	if err != nil {
-		return driver.Outcome{}, false, b.fail(ctx, "save result", err)
+		return driver.Outcome{}, false, backendkit.Fail(ctx, "save result", err)
 	}
 	var won driver.Outcome
 	if err := won.UnmarshalBinary([]byte(cur)); err != nil {
@@ -72,13 +74,13 @@ func (b *Backend) SaveResult(ctx context.Context, key string, o driver.Outcome, 
 	return won, false, nil
 }
 
-// DeleteResult implements driver.ResultStore with one DEL.
+// DeleteResult implements lockx.ResultStore with one DEL.
 func (b *Backend) DeleteResult(ctx context.Context, key string) error {
 	if err := b.resultArgs(ctx, key, 1); err != nil {
 		return err
 	}
 	if err := b.rdb.Del(ctx, b.resultKey(key)).Err(); err != nil {
-		return b.fail(ctx, "delete result", err)
+		return backendkit.Fail(ctx, "delete result", err)
 	}
 	return nil
 }

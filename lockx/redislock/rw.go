@@ -3,11 +3,13 @@ package redislock
 import (
 	"context"
 	"fmt"
-	"github.com/lockx-go/lockx/lockx/driver"
 	"time"
+
+	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
-// Read/write locks (driver.RWBackend). A read/write lock on key lives in four
+// Read/write locks (lockx.RWBackend). A read/write lock on key lives in four
 // keys sharing key's hash tag, so every script runs on one Cluster node:
 // prefix + "rw:{key}" (writer, token, marks), + ":r" (one lease per reader),
 // + ":q" and + ":d" (the queue). See scripts/rw_lib.lua. Waiters are woken
@@ -41,7 +43,7 @@ func modeArg(mode driver.RWMode) (string, error) {
 	return "", &driver.ArgError{Arg: "mode", Reason: "neither read nor write"}
 }
 
-// AcquireRW implements driver.RWBackend with one script call.
+// AcquireRW implements lockx.RWBackend with one script call.
 func (b *Backend) AcquireRW(ctx context.Context, mode driver.RWMode, req driver.Request) (driver.Result, error) {
 	if b.err != nil {
 		return driver.Result{}, b.err
@@ -67,7 +69,7 @@ func (b *Backend) AcquireRW(ctx context.Context, mode driver.RWMode, req driver.
 	v, err := rwAcquireScript.Run(ctx, b.rdb, b.patternKeys("rw:", req.Key),
 		string(req.Owner), millis(req.Lease), m, flagArgs[flags], millis(qttl), b.idArg).Int64Slice()
 	if err != nil {
-		return driver.Result{}, b.fail(ctx, "acquire "+mode.String(), err)
+		return driver.Result{}, backendkit.Fail(ctx, "acquire "+mode.String(), err)
 	}
 	return verdict(v, req.Lease)
 }
@@ -85,7 +87,7 @@ func verdict(v []int64, lease time.Duration) (driver.Result, error) {
 	return driver.Result{}, driver.Unavailable("acquire", fmt.Errorf("unexpected script reply %v", v))
 }
 
-// ExtendRW implements driver.RWBackend.
+// ExtendRW implements lockx.RWBackend.
 func (b *Backend) ExtendRW(ctx context.Context, mode driver.RWMode, key string, owner driver.Owner, lease time.Duration) error {
 	if b.err != nil {
 		return b.err
@@ -99,7 +101,7 @@ func (b *Backend) ExtendRW(ctx context.Context, mode driver.RWMode, key string, 
 	}
 	v, err := rwExtendScript.Run(ctx, b.rdb, b.patternKeys("rw:", key), string(owner), millis(lease), m).Int64()
 	if err != nil {
-		return b.fail(ctx, "extend "+mode.String(), err)
+		return backendkit.Fail(ctx, "extend "+mode.String(), err)
 	}
 	if v != 1 {
 		return driver.ErrNotHeld
@@ -107,7 +109,7 @@ func (b *Backend) ExtendRW(ctx context.Context, mode driver.RWMode, key string, 
 	return nil
 }
 
-// ReleaseRW implements driver.RWBackend. It wakes the waiters that can now
+// ReleaseRW implements lockx.RWBackend. It wakes the waiters that can now
 // be granted: every reader queued before the next writer, or that writer.
 func (b *Backend) ReleaseRW(ctx context.Context, mode driver.RWMode, key string, owner driver.Owner) error {
 	if b.err != nil {
@@ -122,7 +124,7 @@ func (b *Backend) ReleaseRW(ctx context.Context, mode driver.RWMode, key string,
 	}
 	v, err := rwReleaseScript.Run(ctx, b.rdb, b.patternKeys("rw:", key), string(owner), m, b.chpfArg, b.lockKey(key)).Int64()
 	if err != nil {
-		return b.fail(ctx, "release "+mode.String(), err)
+		return backendkit.Fail(ctx, "release "+mode.String(), err)
 	}
 	if v != 1 {
 		return driver.ErrNotHeld

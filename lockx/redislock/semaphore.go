@@ -3,11 +3,13 @@ package redislock
 import (
 	"context"
 	"fmt"
-	"github.com/lockx-go/lockx/lockx/driver"
 	"time"
+
+	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
-// Semaphores (driver.SemaphoreBackend). A semaphore on key lives in four keys
+// Semaphores (lockx.SemaphoreBackend). A semaphore on key lives in four keys
 // sharing key's hash tag: prefix + "s:{key}" (usage, tokens, counts, marks),
 // + ":r" (one lease per holder), + ":q" and + ":d" (the queue). See
 // scripts/sem_lib.lua.
@@ -20,7 +22,7 @@ var (
 
 var _ driver.SemaphoreBackend = (*Backend)(nil)
 
-// AcquirePermits implements driver.SemaphoreBackend with one script call.
+// AcquirePermits implements lockx.SemaphoreBackend with one script call.
 func (b *Backend) AcquirePermits(ctx context.Context, req driver.PermitRequest) (driver.Result, error) {
 	if b.err != nil {
 		return driver.Result{}, b.err
@@ -46,12 +48,12 @@ func (b *Backend) AcquirePermits(ctx context.Context, req driver.PermitRequest) 
 		string(req.Owner), millis(req.Lease), flagArgs[flags], millis(qttl), b.idArg,
 		req.Limit, req.Count, b.chpfArg, b.lockKey(req.Key)).Int64Slice()
 	if err != nil {
-		return driver.Result{}, b.fail(ctx, "acquire permits", err)
+		return driver.Result{}, backendkit.Fail(ctx, "acquire permits", err)
 	}
 	return verdict(v, req.Lease)
 }
 
-// ExtendPermits implements driver.SemaphoreBackend.
+// ExtendPermits implements lockx.SemaphoreBackend.
 func (b *Backend) ExtendPermits(ctx context.Context, key string, owner driver.Owner, lease time.Duration) error {
 	if b.err != nil {
 		return b.err
@@ -61,7 +63,7 @@ func (b *Backend) ExtendPermits(ctx context.Context, key string, owner driver.Ow
 	}
 	v, err := semExtendScript.Run(ctx, b.rdb, b.patternKeys("s:", key), string(owner), millis(lease)).Int64()
 	if err != nil {
-		return b.fail(ctx, "extend permits", err)
+		return backendkit.Fail(ctx, "extend permits", err)
 	}
 	if v != 1 {
 		return driver.ErrNotHeld
@@ -69,7 +71,7 @@ func (b *Backend) ExtendPermits(ctx context.Context, key string, owner driver.Ow
 	return nil
 }
 
-// ReleasePermits implements driver.SemaphoreBackend. It wakes the queued
+// ReleasePermits implements lockx.SemaphoreBackend. It wakes the queued
 // owners whose requests now fit, in queue order.
 func (b *Backend) ReleasePermits(ctx context.Context, key string, owner driver.Owner) error {
 	if b.err != nil {
@@ -80,7 +82,7 @@ func (b *Backend) ReleasePermits(ctx context.Context, key string, owner driver.O
 	}
 	v, err := semReleaseScript.Run(ctx, b.rdb, b.patternKeys("s:", key), string(owner), b.chpfArg, b.lockKey(key)).Int64()
 	if err != nil {
-		return b.fail(ctx, "release permits", err)
+		return backendkit.Fail(ctx, "release permits", err)
 	}
 	if v != 1 {
 		return driver.ErrNotHeld
@@ -88,7 +90,7 @@ func (b *Backend) ReleasePermits(ctx context.Context, key string, owner driver.O
 	return nil
 }
 
-// Permits implements driver.SemaphoreBackend.
+// Permits implements lockx.SemaphoreBackend.
 func (b *Backend) Permits(ctx context.Context, key string) (driver.PermitUsage, error) {
 	if b.err != nil {
 		return driver.PermitUsage{}, b.err
@@ -98,7 +100,7 @@ func (b *Backend) Permits(ctx context.Context, key string) (driver.PermitUsage, 
 	}
 	v, err := semUsageScript.Run(ctx, b.rdb, b.patternKeys("s:", key)).Int64Slice()
 	if err != nil {
-		return driver.PermitUsage{}, b.fail(ctx, "permits", err)
+		return driver.PermitUsage{}, backendkit.Fail(ctx, "permits", err)
 	}
 	if len(v) != 3 {
 		return driver.PermitUsage{}, driver.Unavailable("permits", fmt.Errorf("unexpected script reply %v", v))

@@ -7,8 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
 // The stock scripts (stock_*.lua). Each touches the keys of one segment, or
@@ -77,7 +79,7 @@ func (b *Backend) stockArgs(ctx context.Context, sku string, seg int) error {
 	return ctx.Err()
 }
 
-// InitStock implements driver.StockBackend. The levels are recorded on the
+// InitStock implements lockx.StockBackend. The levels are recorded on the
 // SKU's meta key first (first writer wins), then every segment is created
 // from the recorded levels if missing; a crash between the two steps is
 // completed by the next InitStock, and an existing segment is never reset.
@@ -96,7 +98,7 @@ func (b *Backend) InitStock(ctx context.Context, sku string, levels []int64) (in
 	cur, err := stockInitScript.Run(ctx, b.rdb, []string{b.stockKey("sm:", sku)}, csv).Text()
 	created := errors.Is(err, redis.Nil)
 	if err != nil && !created {
-		return 0, false, b.fail(ctx, "init stock", err)
+		return 0, false, backendkit.Fail(ctx, "init stock", err)
 	}
 	if !created {
 		parts = strings.Split(cur, ",")
@@ -108,12 +110,12 @@ func (b *Backend) InitStock(ctx context.Context, sku string, levels []int64) (in
 		cmds[i] = stockSegInitScript.Eval(ctx, pipe, []string{h}, l)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, false, b.fail(ctx, "init stock", err)
+		return 0, false, backendkit.Fail(ctx, "init stock", err)
 	}
 	return len(parts), created, nil
 }
 
-// StockLevels implements driver.StockBackend with one pipelined HGET per
+// StockLevels implements lockx.StockBackend with one pipelined HGET per
 // segment (split by slot on Cluster).
 func (b *Backend) StockLevels(ctx context.Context, sku string, segs []int) ([]int64, error) {
 	if err := b.stockArgs(ctx, sku, 0); err != nil {
@@ -159,10 +161,10 @@ func (b *Backend) stockErr(ctx context.Context, op string, err error) error {
 	if errors.Is(err, redis.Nil) {
 		return driver.ErrNoStock
 	}
-	return b.fail(ctx, op, err)
+	return backendkit.Fail(ctx, op, err)
 }
 
-// TakeStock implements driver.StockBackend with one script call.
+// TakeStock implements lockx.StockBackend with one script call.
 func (b *Backend) TakeStock(ctx context.Context, t driver.StockTake) (int64, error) {
 	if b.err != nil {
 		return 0, b.err
@@ -181,7 +183,7 @@ func (b *Backend) TakeStock(ctx context.Context, t driver.StockTake) (int64, err
 	v, err := b.runStock(ctx, stockTakeScript, []string{h, l, x}, t.ID, t.Qty, t.Expect, ttl, t.User)
 	switch {
 	case err != nil:
-		return 0, b.fail(ctx, "take stock", err)
+		return 0, backendkit.Fail(ctx, "take stock", err)
 	case v == -1:
 		return 0, driver.ErrNoStock
 	case v < 0:
@@ -190,7 +192,7 @@ func (b *Backend) TakeStock(ctx context.Context, t driver.StockTake) (int64, err
 	return v, nil
 }
 
-// SettleStock implements driver.StockBackend with one script call.
+// SettleStock implements lockx.StockBackend with one script call.
 func (b *Backend) SettleStock(ctx context.Context, sku string, seg int, id string, confirm bool) error {
 	if err := b.stockArgs(ctx, sku, seg); err != nil {
 		return err
@@ -202,7 +204,7 @@ func (b *Backend) SettleStock(ctx context.Context, sku string, seg int, id strin
 	}
 	v, err := b.runStock(ctx, stockSettleScript, []string{h, l, x}, id, flag)
 	if err != nil {
-		return b.fail(ctx, "settle stock", err)
+		return backendkit.Fail(ctx, "settle stock", err)
 	}
 	if v == 0 {
 		return driver.ErrNoStockEntry
@@ -210,7 +212,7 @@ func (b *Backend) SettleStock(ctx context.Context, sku string, seg int, id strin
 	return nil
 }
 
-// AddStock implements driver.StockBackend with one script call.
+// AddStock implements lockx.StockBackend with one script call.
 func (b *Backend) AddStock(ctx context.Context, sku string, seg int, n int64) (int64, error) {
 	if err := b.stockArgs(ctx, sku, seg); err != nil {
 		return 0, err
@@ -219,7 +221,7 @@ func (b *Backend) AddStock(ctx context.Context, sku string, seg int, n int64) (i
 	v, err := b.runStock(ctx, stockAddScript, []string{h}, n)
 	switch {
 	case err != nil:
-		return 0, b.fail(ctx, "add stock", err)
+		return 0, backendkit.Fail(ctx, "add stock", err)
 	case v == -1:
 		return 0, driver.ErrNoStock
 	case v < 0:
@@ -228,7 +230,7 @@ func (b *Backend) AddStock(ctx context.Context, sku string, seg int, n int64) (i
 	return v, nil
 }
 
-// ExpireStock implements driver.StockBackend with one script call.
+// ExpireStock implements lockx.StockBackend with one script call.
 func (b *Backend) ExpireStock(ctx context.Context, sku string, seg int, max int) ([]driver.StockEntry, error) {
 	if err := b.stockArgs(ctx, sku, seg); err != nil {
 		return nil, err
@@ -239,12 +241,12 @@ func (b *Backend) ExpireStock(ctx context.Context, sku string, seg int, max int)
 	h, l, x := b.segKeys(sku, seg)
 	flat, err := stockExpireScript.Run(ctx, b.rdb, []string{h, l, x}, max).StringSlice()
 	if err != nil {
-		return nil, b.fail(ctx, "expire stock", err)
+		return nil, backendkit.Fail(ctx, "expire stock", err)
 	}
 	return parseEntries(flat)
 }
 
-// StockSegment implements driver.StockBackend with one script call.
+// StockSegment implements lockx.StockBackend with one script call.
 func (b *Backend) StockSegment(ctx context.Context, sku string, seg int) (driver.StockSegment, error) {
 	if err := b.stockArgs(ctx, sku, seg); err != nil {
 		return driver.StockSegment{}, err
@@ -291,7 +293,7 @@ func parseEntries(flat []string) ([]driver.StockEntry, error) {
 	return out, nil
 }
 
-// ClaimQuota implements driver.StockBackend with one script call on the
+// ClaimQuota implements lockx.StockBackend with one script call on the
 // buyer's own counter, so buyers spread over the Cluster too.
 func (b *Backend) ClaimQuota(ctx context.Context, sku, user string, delta, limit int64) (int64, error) {
 	if err := b.stockArgs(ctx, sku, 0); err != nil {
@@ -299,7 +301,7 @@ func (b *Backend) ClaimQuota(ctx context.Context, sku, user string, delta, limit
 	}
 	v, err := b.runStock(ctx, stockQuotaScript, []string{b.quotaKey(sku, user)}, delta, max(limit, 0))
 	if err != nil {
-		return 0, b.fail(ctx, "claim quota", err)
+		return 0, backendkit.Fail(ctx, "claim quota", err)
 	}
 	if v < 0 {
 		return -1 - v, driver.ErrQuotaExceeded
