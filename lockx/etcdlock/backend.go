@@ -4,25 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/lockx-go/lockx/lockx/driver"
-	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Backend is a driver.Backend over an etcd cluster. It is safe for
+// Backend is a lockx.Backend over an etcd cluster. It is safe for
 // concurrent use; create one per process (or per lockx.Client) with New.
 type Backend struct {
 	cli *clientv3.Client
 	cfg config
 
-	ctx    context.Context // ends at Close: watches, background calls
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // background goroutines
+	g backendkit.Group // background goroutines; its context ends at Close: watches, background calls
 
 	mu      sync.Mutex
 	closed  bool
@@ -30,7 +30,7 @@ type Backend struct {
 	hot     map[string]time.Time // directories with a recent refusal
 	held    map[ref]*held
 	queued  map[ref]*queued
-	waiters map[waitKey]*waiter
+	waiters backendkit.Registry[string, *armed] // Watch registrations by key
 }
 
 // Interface checks.
@@ -58,10 +58,9 @@ func New(cli *clientv3.Client, opts ...Option) *Backend {
 	if cli == nil && cfg.err == nil {
 		cfg.err = &driver.ArgError{Arg: "etcd client", Reason: "nil"}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	return &Backend{
-		cli: cli, cfg: cfg, ctx: ctx, cancel: cancel,
-		held: make(map[ref]*held), pool: make(map[int64][]lease), hot: make(map[string]time.Time), queued: make(map[ref]*queued), waiters: make(map[waitKey]*waiter),
+		cli: cli, cfg: cfg,
+		held: make(map[ref]*held), pool: make(map[int64][]lease), hot: make(map[string]time.Time), queued: make(map[ref]*queued),
 	}
 }
 
@@ -81,10 +80,13 @@ func (b *Backend) Close() error {
 	for _, q := range b.queued {
 		q.timer.Stop()
 	}
-	ws := make([]*waiter, 0, len(b.waiters))
-	for _, w := range b.waiters {
-		ws = append(ws, w)
-	}
+	var ws []*waiter
+	b.waiters.Keys(func(k string) {
+		b.waiters.Each(k, func(w *waiter) bool {
+			ws = append(ws, w)
+			return true
+		})
+	})
 	var spares []clientv3.LeaseID
 	for _, ls := range b.pool {
 		for _, l := range ls {
@@ -97,7 +99,7 @@ func (b *Backend) Close() error {
 	b.pool = nil
 	b.mu.Unlock()
 	for _, w := range ws {
-		w.stop()
+		w.X.stop()
 	}
 	// Spare leases carry no keys; revoke them rather than leave them to
 	// run out, best effort and briefly.
@@ -112,8 +114,7 @@ func (b *Backend) Close() error {
 		}()
 	}
 	wg.Wait()
-	b.cancel()
-	b.wg.Wait()
+	b.g.Close()
 	return nil
 }
 
@@ -180,17 +181,17 @@ type held struct {
 	rev      int64
 	lease    lease
 	value    string
-	deadline time.Time   // local: when the lease the caller asked for ends
-	timer    *time.Timer // revokes the lease at deadline unless renewed
+	deadline time.Time        // local: when the lease the caller asked for ends
+	timer    backendkit.Lease // revokes the lease at deadline unless renewed
 }
 
 // queued is a queue entry <dir>q/<name> this backend wrote for a waiter.
 type queued struct {
 	rev     int64
 	lease   lease
-	ttl     time.Duration // the queue TTL the waiter asked for
-	touched time.Time     // the waiter's last attempt
-	timer   *time.Timer   // withdraws the entry ttl after the last refresh
+	ttl     time.Duration    // the queue TTL the waiter asked for
+	touched time.Time        // the waiter's last attempt
+	timer   backendkit.Lease // withdraws the entry ttl after the last refresh
 }
 
 // entry is one key of a directory as read.
@@ -270,13 +271,11 @@ func (b *Backend) revokeLater(id clientv3.LeaseID) {
 	if b.closed {
 		return
 	}
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		ctx, cancel := context.WithTimeout(b.ctx, b.cfg.opTimeout)
+	b.g.Go(func() {
+		ctx, cancel := context.WithTimeout(b.g.Context(), b.cfg.opTimeout)
 		defer cancel()
 		_, _ = b.cli.Revoke(ctx, id)
-	}()
+	})
 }
 
 // errLeaseGone reports a spare lease that ran out while an entry was put
@@ -287,13 +286,6 @@ var errLeaseGone = errors.New("etcdlock: lease ran out during the request")
 // revoked, so every key on it is gone.
 func notFound(err error) bool {
 	return errors.Is(err, rpctypes.ErrLeaseNotFound)
-}
-
-func unavailable(op string, err error) error {
-	if errors.Is(err, driver.ErrUnavailable) {
-		return err
-	}
-	return driver.Unavailable(op, err)
 }
 
 // token converts a create revision to a fencing token.
@@ -360,7 +352,7 @@ func (b *Backend) addHeld(r ref, h *held) {
 		old.timer.Stop()
 	}
 	b.held[r] = h
-	h.timer = time.AfterFunc(time.Until(h.deadline), func() { b.expireHeld(r, h) })
+	h.timer.Arm(time.Until(h.deadline), func() { b.expireHeld(r, h) })
 }
 
 func (b *Backend) expireHeld(r ref, h *held) {
@@ -369,8 +361,7 @@ func (b *Backend) expireHeld(r ref, h *held) {
 		b.mu.Unlock()
 		return
 	}
-	if d := time.Until(h.deadline); d > 0 { // renewed meanwhile
-		h.timer.Reset(d)
+	if !h.timer.Expired(h.deadline) { // renewed meanwhile
 		b.mu.Unlock()
 		return
 	}
@@ -385,9 +376,7 @@ func (b *Backend) setDeadline(h *held, d time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	h.deadline = d
-	if h.timer != nil {
-		h.timer.Reset(time.Until(d))
-	}
+	h.timer.Reset(time.Until(d))
 }
 
 // addQueued records a queue entry and arms its withdrawal: a waiter that
@@ -401,7 +390,7 @@ func (b *Backend) addQueued(r ref, q *queued) {
 	}
 	b.queued[r] = q
 	q.touched = time.Now()
-	q.timer = time.AfterFunc(q.ttl, func() {
+	q.timer.Arm(q.ttl, func() {
 		b.mu.Lock()
 		if b.queued[r] != q {
 			b.mu.Unlock()

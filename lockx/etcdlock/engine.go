@@ -2,9 +2,11 @@ package etcdlock
 
 import (
 	"context"
-	"github.com/lockx-go/lockx/lockx/driver"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"time"
+
+	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // policy is what differs between locks, read/write holds and permits: when
@@ -28,7 +30,7 @@ type policy struct {
 	qvalue string
 	// decide says, from a view of the directory, whether the attempt may be
 	// granted now and with what holder value; a non-nil error is a verdict
-	// (driver.ErrUpgrade).
+	// (lockx.ErrUpgrade).
 	decide func(v *view, q *queued) (ok bool, value string, err error)
 	// value is the holder value of a fast grant.
 	value string
@@ -63,7 +65,7 @@ func (b *Backend) attempt(ctx context.Context, r ref, req driver.Request, p poli
 			b.dropQueued(r, q) // the entry ran out: queue again at the end
 			q = nil
 		} else if err != nil {
-			return driver.Result{}, unavailable("acquire", err)
+			return driver.Result{}, backendkit.Unavailable("acquire", err)
 		} else {
 			b.refreshed(q, sent, ka.TTL)
 		}
@@ -81,7 +83,7 @@ func (b *Backend) attempt(ctx context.Context, r ref, req driver.Request, p poli
 				Else(readOp(dir))
 		})
 		if err != nil {
-			return driver.Result{}, unavailable("acquire", err)
+			return driver.Result{}, backendkit.Unavailable("acquire", err)
 		}
 		if resp.Succeeded {
 			return b.record(ctx, r, resp.Header.Revision, l, refreshErr, p.value, req.Lease, start)
@@ -91,7 +93,7 @@ func (b *Backend) attempt(ctx context.Context, r ref, req driver.Request, p poli
 	} else {
 		var err error
 		if v, err = b.read(ctx, dir); err != nil {
-			return driver.Result{}, unavailable("acquire", err)
+			return driver.Result{}, backendkit.Unavailable("acquire", err)
 		}
 	}
 	for try := 0; ; try++ {
@@ -132,7 +134,7 @@ func (b *Backend) attempt(ctx context.Context, r ref, req driver.Request, p poli
 			return b.cli.Txn(ctx).If(cmps...).Then(append(ops, clientv3.OpPut(hkey, value, clientv3.WithLease(id)))...).Else(readOp(dir))
 		})
 		if err != nil {
-			return driver.Result{}, unavailable("acquire", err)
+			return driver.Result{}, backendkit.Unavailable("acquire", err)
 		}
 		if resp.Succeeded {
 			if q != nil {
@@ -188,7 +190,7 @@ func (b *Backend) enqueue(ctx context.Context, r ref, qkey, value string, req dr
 			Else(clientv3.OpGet(qkey))
 	})
 	if err != nil {
-		return nil, unavailable("acquire", err)
+		return nil, backendkit.Unavailable("acquire", err)
 	}
 	q := &queued{rev: resp.Header.Revision, lease: l, ttl: qttl}
 	if !resp.Succeeded {
@@ -269,7 +271,7 @@ func (b *Backend) grantHead(ctx context.Context, r ref, q *queued, qkey, value s
 func (b *Backend) record(ctx context.Context, r ref, rev int64, l lease, refreshErr error, value string, d time.Duration, start time.Time) (driver.Result, error) {
 	if refreshErr != nil {
 		b.undo(ctx, b.hkey(r), rev, l)
-		return driver.Result{}, unavailable("acquire", refreshErr)
+		return driver.Result{}, backendkit.Unavailable("acquire", refreshErr)
 	}
 	b.addHeld(r, &held{key: b.hkey(r), rev: rev, lease: l, value: value, deadline: start.Add(d)})
 	return b.granted(rev, d)
@@ -288,7 +290,7 @@ func (b *Backend) undo(ctx context.Context, key string, rev int64, l lease) {
 func (b *Backend) granted(rev int64, d time.Duration) (driver.Result, error) {
 	t, err := token(rev)
 	if err != nil {
-		return driver.Result{}, unavailable("acquire", err)
+		return driver.Result{}, backendkit.Unavailable("acquire", err)
 	}
 	return driver.Result{Acquired: true, Token: t, TTL: d}, nil
 }
@@ -302,7 +304,7 @@ func (b *Backend) adopt(ctx context.Context, r ref, key string, e *entry, d time
 		return driver.Result{}, nil // it ran out just now: refused, try again
 	}
 	if err != nil {
-		return driver.Result{}, unavailable("acquire", err)
+		return driver.Result{}, backendkit.Unavailable("acquire", err)
 	}
 	l := lease{id: e.lease, ttl: ka.TTL, until: sent.Add(time.Duration(ka.TTL) * time.Second)}
 	h := &held{key: key, rev: e.rev, lease: l, value: e.value, deadline: start.Add(d)}
@@ -335,7 +337,7 @@ func (b *Backend) renew(ctx context.Context, r ref, h *held, d time.Duration, st
 				b.dropHeld(r, h)
 				return driver.ErrNotHeld
 			}
-			return unavailable("extend", err)
+			return backendkit.Unavailable("extend", err)
 		}
 		l.until = sent.Add(time.Duration(l.ttl) * time.Second)
 	} else {
@@ -362,14 +364,14 @@ func (b *Backend) renew(ctx context.Context, r ref, h *held, d time.Duration, st
 func (b *Backend) moveLease(ctx context.Context, key string, rev int64, value string, d time.Duration) (lease, error) {
 	nl, err := b.newLease(ctx, d)
 	if err != nil {
-		return lease{}, unavailable("extend", err)
+		return lease{}, backendkit.Unavailable("extend", err)
 	}
 	resp, err := b.cli.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", rev)).
 		Then(clientv3.OpPut(key, value, clientv3.WithLease(nl.id))).Commit()
 	if err != nil {
 		b.revokeLater(nl.id)
-		return lease{}, unavailable("extend", err)
+		return lease{}, backendkit.Unavailable("extend", err)
 	}
 	if !resp.Succeeded {
 		b.revokeLater(nl.id)
@@ -378,7 +380,7 @@ func (b *Backend) moveLease(ctx context.Context, key string, rev int64, value st
 	return nl, nil
 }
 
-// extend renews r's hold to d, or returns driver.ErrNotHeld.
+// extend renews r's hold to d, or returns lockx.ErrNotHeld.
 func (b *Backend) extend(ctx context.Context, r ref, d time.Duration) error {
 	if b.cfg.err != nil {
 		return b.cfg.err
@@ -391,7 +393,7 @@ func (b *Backend) extend(ctx context.Context, r ref, d time.Duration) error {
 	// its lease, found on the entry.
 	key, e, _, err := b.lookup(ctx, r)
 	if err != nil {
-		return unavailable("extend", err)
+		return backendkit.Unavailable("extend", err)
 	}
 	if e == nil {
 		return driver.ErrNotHeld
@@ -401,7 +403,7 @@ func (b *Backend) extend(ctx context.Context, r ref, d time.Duration) error {
 		return driver.ErrNotHeld
 	}
 	if err != nil {
-		return unavailable("extend", err)
+		return backendkit.Unavailable("extend", err)
 	}
 	if leaseTTL(d) > ka.TTL {
 		if _, err := b.moveLease(ctx, key, e.rev, e.value, d); err != nil {
@@ -446,11 +448,11 @@ func (b *Backend) release(ctx context.Context, r ref) error {
 	}
 	_, e, w, err := b.lookup(ctx, r)
 	if err != nil {
-		return unavailable("release", err)
+		return backendkit.Unavailable("release", err)
 	}
 	if w != nil && q == nil {
 		if _, err := b.cli.Revoke(ctx, w.lease); err != nil && !notFound(err) {
-			qerr = unavailable("release", err)
+			qerr = backendkit.Unavailable("release", err)
 		}
 	}
 	if e == nil {
@@ -466,7 +468,7 @@ func (b *Backend) release(ctx context.Context, r ref) error {
 	case notFound(err):
 		return driver.ErrNotHeld
 	default:
-		return unavailable("release", err)
+		return backendkit.Unavailable("release", err)
 	}
 }
 
@@ -499,7 +501,7 @@ func (b *Backend) deleteEntry(ctx context.Context, key string, rev int64, l leas
 	if err != nil {
 		// Unknown outcome: a retry finds the key, if it is still there,
 		// and revokes its lease.
-		return false, unavailable("release", err)
+		return false, backendkit.Unavailable("release", err)
 	}
 	if !resp.Succeeded { // gone already (expired, revoked): so is the lease, or it soon will be
 		b.revokeLater(l.id)
@@ -523,7 +525,7 @@ func (b *Backend) ttl(ctx context.Context, r ref) (time.Duration, error) {
 		}
 		resp, err := b.cli.TimeToLive(ctx, id)
 		if err != nil {
-			return 0, unavailable("ttl", err)
+			return 0, backendkit.Unavailable("ttl", err)
 		}
 		if resp.TTL < 0 {
 			b.dropHeld(r, h)
@@ -533,7 +535,7 @@ func (b *Backend) ttl(ctx context.Context, r ref) (time.Duration, error) {
 	}
 	_, e, _, err := b.lookup(ctx, r)
 	if err != nil {
-		return 0, unavailable("ttl", err)
+		return 0, backendkit.Unavailable("ttl", err)
 	}
 	if e == nil {
 		return 0, driver.ErrNotHeld
@@ -546,7 +548,7 @@ func (b *Backend) ttl(ctx context.Context, r ref) (time.Duration, error) {
 func (b *Backend) leaseLeft(ctx context.Context, id clientv3.LeaseID) (time.Duration, error) {
 	resp, err := b.cli.TimeToLive(ctx, id)
 	if err != nil {
-		return 0, unavailable("ttl", err)
+		return 0, backendkit.Unavailable("ttl", err)
 	}
 	if resp.TTL < 0 {
 		return 0, driver.ErrNotHeld

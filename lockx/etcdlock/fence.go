@@ -3,20 +3,22 @@ package etcdlock
 import (
 	"context"
 	"fmt"
-	"github.com/lockx-go/lockx/lockx/driver"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"strconv"
+
+	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Fence state is one key per resource, <prefix>f/<resource>, holding the
 // highest token accepted as 16 hex digits, so that etcd's byte-wise value
 // comparison orders tokens numerically and the check-and-set is one
-// transaction. It never expires (see driver.FenceStore).
+// transaction. It never expires (see lockx.FenceStore).
 
 func fenceValue(t driver.Token) string { return fmt.Sprintf("%016x", uint64(t)) }
 
 // Fence accepts token for resource if it is at least every token accepted
-// so far, in one transaction (driver.FenceStore).
+// so far, in one transaction (lockx.FenceStore).
 func (b *Backend) Fence(ctx context.Context, resource string, tok driver.Token) error {
 	if b.cfg.err != nil {
 		return b.cfg.err
@@ -30,7 +32,7 @@ func (b *Backend) Fence(ctx context.Context, resource string, tok driver.Token) 
 		Then(clientv3.OpGet(k)).
 		Else(clientv3.OpPut(k, val)).Commit()
 	if err != nil {
-		return unavailable("fence", err)
+		return backendkit.Unavailable("fence", err)
 	}
 	if !resp.Succeeded { // absent (a value comparison on a missing key fails) or not greater
 		return nil

@@ -3,16 +3,18 @@ package etcdlock
 import (
 	"cmp"
 	"context"
-	"github.com/lockx-go/lockx/lockx/driver"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Locks calls fn with every plain lock held under key prefix
-// (driver.Inspector). TTL is what etcd reports for the holder's lease, in
+// (lockx.Inspector). TTL is what etcd reports for the holder's lease, in
 // whole seconds; Age comes from the grant time the holder wrote (its
 // clock).
 func (b *Backend) Locks(ctx context.Context, prefix string, fn func(driver.LockInfo) bool) error {
@@ -22,7 +24,7 @@ func (b *Backend) Locks(ctx context.Context, prefix string, fn func(driver.LockI
 	base := b.cfg.prefix + kindLock
 	resp, err := b.cli.Get(ctx, base, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
 	if err != nil {
-		return unavailable("locks", err)
+		return backendkit.Unavailable("locks", err)
 	}
 	var order []string
 	dirs := make(map[string]*view)
@@ -79,7 +81,7 @@ func (b *Backend) info(ctx context.Context, key string, v *view) (driver.LockInf
 	info := driver.LockInfo{Key: key, Owner: driver.Owner(e.name), Waiters: waiters, Age: age(e.value)}
 	var err error
 	if info.Token, err = token(e.rev); err != nil {
-		return driver.LockInfo{}, unavailable("lock", err)
+		return driver.LockInfo{}, backendkit.Unavailable("lock", err)
 	}
 	if info.TTL, err = b.leaseLeft(ctx, e.lease); err != nil {
 		return driver.LockInfo{}, err
@@ -87,15 +89,15 @@ func (b *Backend) info(ctx context.Context, key string, v *view) (driver.LockInf
 	return info, nil
 }
 
-// Lock returns the holder of key (driver.Inspector), or an error matching
-// driver.ErrNotHeld.
+// Lock returns the holder of key (lockx.Inspector), or an error matching
+// lockx.ErrNotHeld.
 func (b *Backend) Lock(ctx context.Context, key string) (driver.LockInfo, error) {
 	if b.cfg.err != nil {
 		return driver.LockInfo{}, b.cfg.err
 	}
 	v, err := b.read(ctx, b.dir(kindLock, key))
 	if err != nil {
-		return driver.LockInfo{}, unavailable("lock", err)
+		return driver.LockInfo{}, backendkit.Unavailable("lock", err)
 	}
 	return b.info(ctx, key, &v)
 }

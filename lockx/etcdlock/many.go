@@ -2,11 +2,13 @@ package etcdlock
 
 import (
 	"context"
-	"github.com/lockx-go/lockx/lockx/driver"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // maxManyKeys bounds the keys of one AcquireMany transaction (etcd refuses
@@ -17,7 +19,7 @@ const maxManyKeys = 64
 var _ driver.ManyAcquirer = (*Backend)(nil)
 
 // AcquireMany tries a whole set of plain locks in one transaction
-// (driver.ManyAcquirer): every key's directory must be empty, and then each
+// (lockx.ManyAcquirer): every key's directory must be empty, and then each
 // gets its holder entry on a lease of its own, all with the transaction's
 // revision as token. The leases are taken (spares, else new grants) all at
 // once before it. All or nothing: a refused set writes nothing.
@@ -45,7 +47,7 @@ func (b *Backend) AcquireMany(ctx context.Context, reqs []driver.Request) ([]dri
 			for _, l := range ls {
 				b.giveBack(l)
 			}
-			return nil, unavailable("acquire many", err)
+			return nil, backendkit.Unavailable("acquire many", err)
 		}
 	}
 	value := strconv.FormatInt(time.Now().UnixMilli(), 10)
@@ -62,7 +64,7 @@ func (b *Backend) AcquireMany(ctx context.Context, reqs []driver.Request) ([]dri
 		for _, l := range ls {
 			b.revokeLater(l.id)
 		}
-		return nil, unavailable("acquire many", err)
+		return nil, backendkit.Unavailable("acquire many", err)
 	}
 	if !resp.Succeeded {
 		for _, l := range ls {

@@ -2,9 +2,11 @@ package etcdlock
 
 import (
 	"context"
-	"github.com/lockx-go/lockx/lockx/driver"
 	"strconv"
 	"time"
+
+	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
 // Permits are entries <prefix>s<len>:<key>/h/<owner> whose value is the
@@ -47,7 +49,7 @@ func semPolicy(req driver.PermitRequest) policy {
 }
 
 // AcquirePermits makes one attempt to take req.Count permits of req.Key
-// (driver.SemaphoreBackend).
+// (lockx.SemaphoreBackend).
 func (b *Backend) AcquirePermits(ctx context.Context, req driver.PermitRequest) (driver.Result, error) {
 	if err := driver.CheckPermitRequest(req); err != nil {
 		return driver.Result{}, err
@@ -55,18 +57,18 @@ func (b *Backend) AcquirePermits(ctx context.Context, req driver.PermitRequest) 
 	return b.attempt(ctx, semRef(req.Key, req.Owner), req.Request, semPolicy(req))
 }
 
-// ExtendPermits resets the lease of owner's permits (driver.SemaphoreBackend).
+// ExtendPermits resets the lease of owner's permits (lockx.SemaphoreBackend).
 func (b *Backend) ExtendPermits(ctx context.Context, key string, owner driver.Owner, lease time.Duration) error {
 	return b.extend(ctx, semRef(key, owner), lease)
 }
 
 // ReleasePermits returns owner's permits and withdraws owner from the
-// queue (driver.SemaphoreBackend).
+// queue (lockx.SemaphoreBackend).
 func (b *Backend) ReleasePermits(ctx context.Context, key string, owner driver.Owner) error {
 	return b.release(ctx, semRef(key, owner))
 }
 
-// Permits reports the semaphore's usage (driver.SemaphoreBackend). Entries
+// Permits reports the semaphore's usage (lockx.SemaphoreBackend). Entries
 // whose lease ran out are gone from etcd already.
 func (b *Backend) Permits(ctx context.Context, key string) (driver.PermitUsage, error) {
 	if b.cfg.err != nil {
@@ -74,7 +76,7 @@ func (b *Backend) Permits(ctx context.Context, key string) (driver.PermitUsage, 
 	}
 	v, err := b.read(ctx, b.dir(kindSem, key))
 	if err != nil {
-		return driver.PermitUsage{}, unavailable("permits", err)
+		return driver.PermitUsage{}, backendkit.Unavailable("permits", err)
 	}
 	var u driver.PermitUsage
 	for i := range v.holders {

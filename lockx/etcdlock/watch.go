@@ -2,17 +2,14 @@ package etcdlock
 
 import (
 	"context"
-	"github.com/lockx-go/lockx/lockx/driver"
-	"go.etcd.io/etcd/api/v3/mvccpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"sync"
 	"time"
-)
 
-type waitKey struct {
-	key   string
-	owner driver.Owner
-}
+	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
 
 // target is what a waiter watches: the deletion of one key, or of any key
 // under a prefix, from a revision on (so nothing after the attempt's read
@@ -24,17 +21,18 @@ type target struct {
 }
 
 // waiter is one Watch registration. Its attempt arms an etcd watch on
-// what blocks it; a deletion there sends the wake-up.
-type waiter struct {
-	b     *Backend
-	ch    chan struct{}
+// what blocks it (X); a deletion there sends the wake-up.
+type waiter = backendkit.Watcher[*armed]
+
+// armed is the etcd watch a waiter's attempt armed, if any.
+type armed struct {
 	mu    sync.Mutex
 	cur   target
 	stopW context.CancelFunc
 	done  chan struct{}
 }
 
-// Watch registers owner's interest in key (driver.Notifier). The etcd watch
+// Watch registers owner's interest in key (lockx.Notifier). The etcd watch
 // itself is opened by the attempt that follows, once it knows what to
 // watch: the queue entry just ahead of the waiter (fair locks, queued
 // read/write holds and fair permits), or the key's holders (plain waiters).
@@ -42,28 +40,25 @@ func (b *Backend) Watch(ctx context.Context, key string, owner driver.Owner) (<-
 	if b.cfg.err != nil {
 		return nil, nil, b.cfg.err
 	}
-	w := &waiter{b: b, ch: make(chan struct{}, 1)}
-	k := waitKey{key, owner}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		return nil, nil, driver.Unavailable("watch", driver.ErrClosed)
 	}
-	b.waiters[k] = w
+	w := b.waiters.Add(key, owner)
+	w.X = &armed{}
 	b.mu.Unlock()
 	var once sync.Once
 	cancel := func() {
 		once.Do(func() {
 			b.mu.Lock()
-			if b.waiters[k] == w {
-				delete(b.waiters, k)
-			}
+			b.waiters.Remove(key, w)
 			b.mu.Unlock()
-			w.stop()
-			b.withdrawLater(k)
+			w.X.stop()
+			b.withdrawLater(key, owner)
 		})
 	}
-	return w.ch, cancel, nil
+	return w.C(), cancel, nil
 }
 
 // cancelGrace is how long a lock's queue entry outlives the end of its
@@ -73,10 +68,10 @@ func (b *Backend) Watch(ctx context.Context, key string, owner driver.Owner) (<-
 // registers again at once, well within the grace.
 const cancelGrace = 250 * time.Millisecond
 
-// withdrawLater withdraws k's lock queue entry if k neither waits nor
-// tries again within cancelGrace.
-func (b *Backend) withdrawLater(k waitKey) {
-	r := lockRef(k.key, k.owner)
+// withdrawLater withdraws owner's lock queue entry of key if owner neither
+// waits nor tries again within cancelGrace.
+func (b *Backend) withdrawLater(key string, owner driver.Owner) {
+	r := lockRef(key, owner)
 	if b.getQueued(r) == nil {
 		return
 	}
@@ -84,19 +79,17 @@ func (b *Backend) withdrawLater(k waitKey) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		q := b.queued[r]
-		if b.closed || q == nil || b.waiters[k] != nil || time.Since(q.touched) < cancelGrace {
+		if b.closed || q == nil || b.waiterLocked(key, owner) != nil || time.Since(q.touched) < cancelGrace {
 			return
 		}
 		delete(b.queued, r)
 		q.timer.Stop()
 		rev, l := q.rev, q.lease
-		b.wg.Add(1)
-		go func() {
-			defer b.wg.Done()
-			ctx, cancel := context.WithTimeout(b.ctx, b.cfg.opTimeout)
+		b.g.Go(func() {
+			ctx, cancel := context.WithTimeout(b.g.Context(), b.cfg.opTimeout)
 			defer cancel()
 			_, _ = b.deleteEntry(ctx, b.qkey(r), rev, l)
-		}()
+		})
 	})
 }
 
@@ -105,44 +98,53 @@ func (b *Backend) withdrawLater(k waitKey) {
 func (b *Backend) waiting(key string, owner driver.Owner) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.waiters[waitKey{key, owner}] != nil
+	return b.waiterLocked(key, owner) != nil
+}
+
+// waiterLocked returns owner's Watch registration for key, nil if none (an
+// owner waits for a key once at a time). Callers hold b.mu.
+func (b *Backend) waiterLocked(key string, owner driver.Owner) *waiter {
+	var found *waiter
+	b.waiters.Owned(key, owner, func(w *waiter) { found = w })
+	return found
 }
 
 // arm points owner's registration for key at t.
 func (b *Backend) arm(key string, owner driver.Owner, t target) {
 	b.mu.Lock()
-	w := b.waiters[waitKey{key, owner}]
+	w := b.waiterLocked(key, owner)
 	closed := b.closed
 	b.mu.Unlock()
 	if w == nil || closed {
 		return
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.done != nil {
-		if w.cur.key == t.key && w.cur.prefix == t.prefix {
+	a := w.X
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.done != nil {
+		if a.cur.key == t.key && a.cur.prefix == t.prefix {
 			select {
-			case <-w.done: // ended (an error woke the waiter): watch anew
+			case <-a.done: // ended (an error woke the waiter): watch anew
 			default:
 				return // already watching it, from an earlier revision
 			}
 		}
-		w.stopW()
-		<-w.done
+		a.stopW()
+		<-a.done
 	}
-	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(b.ctx))
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(b.g.Context()))
 	opts := []clientv3.OpOption{clientv3.WithRev(t.from), clientv3.WithFilterPut()}
 	if t.prefix {
 		opts = append(opts, clientv3.WithPrefix())
 	}
 	wch := b.cli.Watch(ctx, t.key, opts...)
 	done := make(chan struct{})
-	w.cur, w.stopW, w.done = t, cancel, done
-	go func() {
+	a.cur, a.stopW, a.done = t, cancel, done
+	started := b.g.Go(func() {
 		defer close(done)
 		for resp := range wch {
 			if resp.Err() != nil || resp.Canceled {
-				w.wake() // compacted, no leader, closing: let the attempt look
+				w.Wake() // compacted, no leader, closing: let the attempt look
 				cancel()
 				for range wch { // drain until the client closes the channel
 				}
@@ -150,33 +152,32 @@ func (b *Backend) arm(key string, owner driver.Owner, t target) {
 			}
 			for _, ev := range resp.Events {
 				if ev.Type == mvccpb.DELETE {
-					w.wake()
+					w.Wake()
 					break
 				}
 			}
 		}
-	}()
-}
-
-func (w *waiter) wake() {
-	select {
-	case w.ch <- struct{}{}:
-	default:
+	})
+	if !started { // closed meanwhile: nothing watches
+		cancel()
+		for range wch { // the client closes the channel once cancelled
+		}
+		close(done)
 	}
 }
 
 // stop ends the registration's etcd watch, if any, and waits for it.
-func (w *waiter) stop() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.done != nil {
-		w.stopW()
-		<-w.done
-		w.done = nil
+func (a *armed) stop() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.done != nil {
+		a.stopW()
+		<-a.done
+		a.done = nil
 	}
 }
 
-// NotifyLoss calls fn when owner's lock on key is lost (driver.LossNotifier):
+// NotifyLoss calls fn when owner's lock on key is lost (lockx.LossNotifier):
 // when its key is deleted — its lease expired or was revoked (a force
 // release), or someone deleted it — as etcd reports through a watch on the
 // key from the grant's revision. Holds shorter than WithLossWatchDelay open
@@ -190,14 +191,10 @@ func (b *Backend) NotifyLoss(key string, owner driver.Owner, fn func()) (stop fu
 		return func() {}
 	}
 	if h == nil {
-		b.wg.Add(1)
-		go func() {
-			defer b.wg.Done()
-			fn()
-		}()
+		b.g.Go(fn)
 		return func() {}
 	}
-	ctx, cancel := context.WithCancel(b.ctx)
+	ctx, cancel := context.WithCancel(b.g.Context())
 	hkey := h.key
 	timer := time.AfterFunc(b.cfg.lossDelay, func() {
 		b.mu.Lock()
@@ -205,13 +202,11 @@ func (b *Backend) NotifyLoss(key string, owner driver.Owner, fn func()) (stop fu
 		if b.closed || ctx.Err() != nil {
 			return
 		}
-		b.wg.Add(1)
-		go func() {
-			defer b.wg.Done()
+		b.g.Go(func() {
 			if b.watchLoss(ctx, hkey, h.rev) {
 				fn()
 			}
-		}()
+		})
 	})
 	return func() {
 		timer.Stop()
