@@ -129,7 +129,13 @@ func TestRegistryOwnersEach(t *testing.T) {
 	if len(owners) != 2 || !owners["a"] || !owners["b"] {
 		t.Fatalf("Owners: %v", owners)
 	}
+	r.Add("j", "c")
 	n := 0
+	r.All(func(*Watcher[struct{}]) { n++ })
+	if n != 4 {
+		t.Fatalf("All: %d watchers, want 4", n)
+	}
+	n = 0
 	r.Each("k", func(*Watcher[struct{}]) bool { n++; return n < 2 })
 	if n != 2 {
 		t.Fatalf("Each did not stop when told: %d calls", n)

@@ -142,6 +142,17 @@ func (r *Registry[K, X]) Owned(key K, owner lockx.Owner, fn func(*Watcher[X])) {
 	}
 }
 
+// All calls fn with every watcher of every key.
+func (r *Registry[K, X]) All(fn func(*Watcher[X])) {
+	for _, ws := range r.keys {
+		for _, list := range ws.byOwner {
+			for _, w := range list {
+				fn(w)
+			}
+		}
+	}
+}
+
 // WakeOwner wakes owner's watchers of key.
 func (r *Registry[K, X]) WakeOwner(key K, owner lockx.Owner) {
 	r.Owned(key, owner, (*Watcher[X]).Wake)
@@ -165,15 +176,7 @@ func (r *Registry[K, X]) WakeIf(key K, match func(*Watcher[X]) bool) {
 // WakeEvery wakes every watcher of every key: after a backend may have
 // missed notifications (a reconnection), or when it closes, so that no
 // waiter sleeps on a wake-up that can no longer come.
-func (r *Registry[K, X]) WakeEvery() {
-	for _, ws := range r.keys {
-		for _, list := range ws.byOwner {
-			for _, w := range list {
-				w.Wake()
-			}
-		}
-	}
-}
+func (r *Registry[K, X]) WakeEvery() { r.All((*Watcher[X]).Wake) }
 
 // WakeFirst wakes the longest-registered watcher of key, for a plain
 // release: one waiter can take the lock, so waking all would only send the
