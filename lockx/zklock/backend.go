@@ -12,16 +12,17 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
 // ErrNoSession reports a call made while the Backend has no live ZooKeeper
 // session (disconnected: Curator's SUSPENDED, or between an expiry and the
-// next session). It matches driver.ErrUnavailable. After Close, calls fail
-// with an error matching driver.ErrClosed instead.
+// next session). It matches lockx.ErrUnavailable. After Close, calls fail
+// with an error matching lockx.ErrClosed instead.
 var ErrNoSession = errors.New("zklock: no zookeeper session")
 
-// Backend is a driver.Backend on ZooKeeper. It implements driver.Notifier and
-// driver.LossNotifier too. Make one with Dial; it owns its ZooKeeper
+// Backend is a lockx.Backend on ZooKeeper. It implements lockx.Notifier and
+// lockx.LossNotifier too. Make one with Dial; it owns its ZooKeeper
 // connection and session, and Close ends both.
 type Backend struct {
 	conn   *zk.Conn
@@ -32,21 +33,21 @@ type Backend struct {
 
 	mu        sync.Mutex
 	entries   map[entryKey]*entry
-	wakes     map[wakeKey][]chan struct{}    // Watch registrations
-	watched   map[string]map[*entry]struct{} // watched path → entries waiting on it
-	armed     map[string]bool                // paths with a ZooKeeper watch set
-	session   int64                          // id of the session the entries belong to
-	connected bool                           // that session is connected now
-	live      bool                           // and calls may use it (see settle)
-	gen       int                            // counts connection state changes
-	settle    *time.Timer                    // makes a reconnected session live
-	timeout   time.Duration                  // negotiated session timeout
-	suspend   *time.Timer                    // declares holds lost after a long disconnection
-	suspended bool                           // suspend fired: holds were declared lost
-	orphans   []string                       // nodes of holds declared lost, to delete once reconnected
-	sems      map[string]*semDir             // semaphore directories in use (semaphore.go)
+	wakes     backendkit.Registry[string, struct{}] // Watch registrations by lockx key
+	watched   map[string]map[*entry]struct{}        // watched path → entries waiting on it
+	armed     map[string]bool                       // paths with a ZooKeeper watch set
+	session   int64                                 // id of the session the entries belong to
+	connected bool                                  // that session is connected now
+	live      bool                                  // and calls may use it (see settle)
+	gen       int                                   // counts connection state changes
+	settle    *time.Timer                           // makes a reconnected session live
+	timeout   time.Duration                         // negotiated session timeout
+	suspend   *time.Timer                           // declares holds lost after a long disconnection
+	suspended bool                                  // suspend fired: holds were declared lost
+	orphans   []string                              // nodes of holds declared lost, to delete once reconnected
+	sems      map[string]*semDir                    // semaphore directories in use (semaphore.go)
 	closed    bool
-	wg        sync.WaitGroup // timer callbacks and clean-ups in flight
+	g         backendkit.Group // timer callbacks and clean-ups in flight
 }
 
 // Dial connects to the ZooKeeper ensemble servers ("host:port") and waits,
@@ -70,7 +71,6 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Backend, erro
 		acl:     cfg.acl,
 		logger:  cfg.logger,
 		entries: make(map[entryKey]*entry),
-		wakes:   make(map[wakeKey][]chan struct{}),
 		watched: make(map[string]map[*entry]struct{}),
 		armed:   make(map[string]bool),
 		sems:    make(map[string]*semDir),
@@ -112,25 +112,21 @@ func Dial(ctx context.Context, servers []string, opts ...Option) (*Backend, erro
 // it holds or waits with at once. It does not wait for the session's
 // locks to be released by the Client: close Clients first.
 func (b *Backend) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return nil
-	}
-	b.closed = true
-	if b.suspend != nil {
-		b.suspend.Stop()
-	}
-	if b.settle != nil {
-		b.settle.Stop()
-	}
-	for _, e := range b.entries {
-		if e.timer != nil {
+	if !b.g.Shut(&b.mu, func() {
+		b.closed = true
+		if b.suspend != nil {
+			b.suspend.Stop()
+		}
+		if b.settle != nil {
+			b.settle.Stop()
+		}
+		for _, e := range b.entries {
 			e.timer.Stop()
 		}
+	}) {
+		return nil
 	}
-	b.mu.Unlock()
-	b.wg.Wait()
+	b.g.Wait()
 	b.conn.Close()
 	return nil
 }
@@ -179,21 +175,6 @@ func (b *Backend) ensurePath(path string) error {
 		}
 	}
 	return nil
-}
-
-// go runs fn as a tracked goroutine unless the Backend is closed.
-func (b *Backend) goTracked(fn func()) {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		return
-	}
-	b.wg.Add(1)
-	b.mu.Unlock()
-	go func() {
-		defer b.wg.Done()
-		fn()
-	}()
 }
 
 // onEvent receives every session and watch event of the connection, on the
@@ -276,10 +257,10 @@ func (b *Backend) goLive(gen int) {
 	wakes := b.wakeAllLocked()
 	b.mu.Unlock()
 	for _, w := range wakes {
-		notify(w)
+		w.Wake()
 	}
 	if len(orphans) > 0 {
-		b.goTracked(func() {
+		b.g.Go(func() {
 			for _, p := range orphans {
 				_ = b.conn.Delete(p, -1)
 			}
@@ -349,7 +330,7 @@ func (b *Backend) dropAllLocked(wake bool) []func() {
 		}
 		if wake {
 			for _, w := range b.wakesLocked(e) {
-				fire = append(fire, func() { notify(w) })
+				fire = append(fire, w.Wake)
 			}
 		}
 	}
@@ -359,11 +340,9 @@ func (b *Backend) dropAllLocked(wake bool) []func() {
 	return fire
 }
 
-func (b *Backend) wakeAllLocked() []chan struct{} {
-	var ws []chan struct{}
-	for _, w := range b.wakes {
-		ws = append(ws, w...)
-	}
+func (b *Backend) wakeAllLocked() []*wake {
+	var ws []*wake
+	b.wakes.All(func(w *wake) { ws = append(ws, w) })
 	return ws
 }
 
@@ -376,7 +355,7 @@ func (b *Backend) onNode(path string) { b.onNodeEvent(path, false) }
 func (b *Backend) onNodeEvent(path string, deleted bool) {
 	b.mu.Lock()
 	delete(b.armed, path)
-	var ws []chan struct{}
+	var ws []*wake
 	for e := range b.watched[path] {
 		e.pred = ""
 		e.headGone = deleted && e.headPred
@@ -385,7 +364,7 @@ func (b *Backend) onNodeEvent(path string, deleted bool) {
 	delete(b.watched, path)
 	b.mu.Unlock()
 	for _, w := range ws {
-		notify(w)
+		w.Wake()
 	}
 }
 
@@ -405,7 +384,7 @@ func (b *Backend) onChildren(path string) {
 		limit = max(limit, e.limit)
 	}
 	sort.Slice(waiting, func(i, j int) bool { return waiting[i].seq < waiting[j].seq })
-	var ws []chan struct{}
+	var ws []*wake
 	var sum int64
 	for i, e := range waiting {
 		fits := sum+e.count <= limit
@@ -424,14 +403,7 @@ func (b *Backend) onChildren(path string) {
 	}
 	b.mu.Unlock()
 	for _, w := range ws {
-		notify(w)
-	}
-}
-
-func notify(w chan struct{}) {
-	select {
-	case w <- struct{}{}:
-	default:
+		w.Wake()
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
 // kind is one sort of hold: a plain lock, either side of a read/write lock,
@@ -37,12 +38,9 @@ type entryKey struct {
 	owner driver.Owner
 }
 
-// wakeKey names the waiters Watch registers: lockx keys of every kind
-// share the owner's wake-ups (Notifier's contract).
-type wakeKey struct {
-	key   string
-	owner driver.Owner
-}
+// wake is one Watch registration. Watch registers by lockx key and owner:
+// keys of every kind share the owner's wake-ups (Notifier's contract).
+type wake = backendkit.Watcher[struct{}]
 
 // entry is what the Backend knows about one owner's node for one key of
 // one kind: the node it holds or waits with, its lease or queue deadline,
@@ -63,16 +61,14 @@ type entry struct {
 	unknown  bool // a create's reply was lost: our node may exist, name unknown
 	fair     bool
 	deadline time.Time // lease end (held) or queue deadline (waiting)
-	timer    *time.Timer
-	pred     string // the node (or, for semaphores, directory) watched for us
-	headPred bool   // pred was the lowest node and ours the next (plain locks)
-	headGone bool   // and pred has been deleted since: we are the lowest
-	count    int64  // semaphore waiter: permits asked for
-	limit    int64  // and the limit asked with
-	loss     map[*lossReg]struct{}
+	timer    backendkit.Lease
+	pred     string            // the node (or, for semaphores, directory) watched for us
+	headPred bool              // pred was the lowest node and ours the next (plain locks)
+	headGone bool              // and pred has been deleted since: we are the lowest
+	count    int64             // semaphore waiter: permits asked for
+	limit    int64             // and the limit asked with
+	loss     backendkit.Losses // NotifyLoss callbacks, guarded by b.mu
 }
-
-type lossReg struct{ fn func() }
 
 func (b *Backend) dirOf(k *kind, key string) string {
 	return b.root + "/" + k.dir + "/" + escape(key, true)
@@ -132,9 +128,7 @@ func (b *Backend) maybeDropLocked(e *entry) {
 	if e.removed || e.busy > 0 || e.held || e.path != "" || e.unknown {
 		return
 	}
-	if e.timer != nil {
-		e.timer.Stop()
-	}
+	e.timer.Stop()
 	b.unwatchLocked(e)
 	e.removed = true
 	if b.entries[e.k] == e {
@@ -142,20 +136,17 @@ func (b *Backend) maybeDropLocked(e *entry) {
 	}
 }
 
-// wakesLocked returns the wake-up channels of e's owner and key.
-func (b *Backend) wakesLocked(e *entry) []chan struct{} {
-	return b.wakes[wakeKey{e.k.key, e.k.owner}]
+// wakesLocked returns the Watch registrations of e's owner and key.
+func (b *Backend) wakesLocked(e *entry) []*wake {
+	var ws []*wake
+	b.wakes.Owned(e.k.key, e.k.owner, func(w *wake) { ws = append(ws, w) })
+	return ws
 }
 
 // armLocked sets e's deadline (lease or queue) and its timer.
 func (b *Backend) armLocked(e *entry, deadline time.Time) {
 	e.deadline = deadline
-	d := time.Until(deadline)
-	if e.timer == nil {
-		e.timer = time.AfterFunc(d, func() { b.expire(e) })
-	} else {
-		e.timer.Reset(d)
-	}
+	e.timer.Arm(time.Until(deadline), func() { b.expire(e) })
 }
 
 // loseLocked ends a hold the owner no longer has. With orphan its node is
@@ -166,14 +157,8 @@ func (b *Backend) loseLocked(e *entry, orphan bool) []func() {
 		b.orphans = append(b.orphans, e.path)
 	}
 	e.held, e.path, e.unknown, e.headGone = false, "", false, false
-	if e.timer != nil {
-		e.timer.Stop()
-	}
-	fns := make([]func(), 0, len(e.loss))
-	for r := range e.loss {
-		fns = append(fns, r.fn)
-	}
-	e.loss = nil
+	e.timer.Stop()
+	fns := e.loss.Take()
 	b.maybeDropLocked(e)
 	return fns
 }
@@ -216,10 +201,13 @@ func (b *Backend) expire(e *entry) {
 		b.mu.Unlock()
 		return
 	}
-	b.wg.Add(1)
+	if !b.g.Enter() {
+		b.mu.Unlock()
+		return
+	}
 	e.busy++
 	b.mu.Unlock()
-	defer b.wg.Done()
+	defer b.g.Exit()
 	e.op.Lock()
 	defer b.unlockEntry(e)
 
@@ -257,7 +245,7 @@ func (b *Backend) expire(e *entry) {
 		e.path, e.unknown = "", false
 		b.unwatchLocked(e)
 		for _, w := range b.wakesLocked(e) { // a live waiter queues again
-			fire = append(fire, func() { notify(w) })
+			fire = append(fire, w.Wake)
 		}
 	}
 	b.mu.Unlock()

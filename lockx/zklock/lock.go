@@ -170,10 +170,9 @@ func (b *Backend) release(ctx context.Context, k *kind, key string, owner driver
 		b.semReleased(p)
 	}
 	b.mu.Lock()
-	e.held, e.path, e.unknown, e.loss = false, "", false, nil
-	if e.timer != nil {
-		e.timer.Stop()
-	}
+	e.held, e.path, e.unknown = false, "", false
+	e.loss.Drop()
+	e.timer.Stop()
 	b.unwatchLocked(e)
 	b.mu.Unlock()
 	if err != nil || !held {
@@ -202,28 +201,20 @@ func (b *Backend) Watch(ctx context.Context, key string, owner driver.Owner) (<-
 	if err := checkKeyOwner(key, owner); err != nil {
 		return nil, nil, err
 	}
-	wk := wakeKey{key, owner}
-	ch := make(chan struct{}, 1)
 	b.mu.Lock()
-	b.wakes[wk] = append(b.wakes[wk], ch)
+	w := b.wakes.Add(key, owner)
 	b.mu.Unlock()
 	var once sync.Once
 	cancel := func() {
 		once.Do(func() {
 			b.mu.Lock()
 			defer b.mu.Unlock()
-			ws := b.wakes[wk]
-			for i, w := range ws {
-				if w == ch {
-					ws = append(ws[:i], ws[i+1:]...)
-					break
-				}
-			}
-			if len(ws) > 0 {
-				b.wakes[wk] = ws
+			b.wakes.Remove(key, w)
+			others := false
+			b.wakes.Owned(key, owner, func(*wake) { others = true })
+			if others {
 				return
 			}
-			delete(b.wakes, wk)
 			// A plain waiter that stops waiting leaves the queue soon (fair
 			// and pattern waiters are withdrawn by the Client's Release).
 			e := b.entries[entryKey{kindLock.ns, key, owner}]
@@ -234,7 +225,7 @@ func (b *Backend) Watch(ctx context.Context, key string, owner driver.Owner) (<-
 			}
 		})
 	}
-	return ch, cancel, nil
+	return w.C(), cancel, nil
 }
 
 // NotifyLoss implements driver.LossNotifier: fn runs when the Backend learns
@@ -246,20 +237,12 @@ func (b *Backend) NotifyLoss(key string, owner driver.Owner, fn func()) (stop fu
 	e := b.entries[entryKey{kindLock.ns, key, owner}]
 	if e == nil || !e.held {
 		b.mu.Unlock()
-		b.goTracked(fn)
+		b.g.Go(fn)
 		return func() {}
 	}
-	r := &lossReg{fn: fn}
-	if e.loss == nil {
-		e.loss = make(map[*lossReg]struct{})
-	}
-	e.loss[r] = struct{}{}
+	stop = e.loss.Add(&b.mu, fn)
 	b.mu.Unlock()
-	return func() {
-		b.mu.Lock()
-		delete(e.loss, r)
-		b.mu.Unlock()
-	}
+	return stop
 }
 
 var (
