@@ -68,36 +68,29 @@ func New(cli *clientv3.Client, opts ...Option) *Backend {
 // them. Locks still held keep their leases until they run out (the
 // lockx.Client releases its locks before it closes the backend).
 func (b *Backend) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	var ws []*waiter
+	var spares []clientv3.LeaseID
+	if !b.g.Shut(&b.mu, func() {
+		b.closed = true
+		for _, h := range b.held {
+			h.timer.Stop()
+		}
+		for _, q := range b.queued {
+			q.timer.Stop()
+		}
+		b.waiters.All(func(w *waiter) { ws = append(ws, w) })
+		for _, ls := range b.pool {
+			for _, l := range ls {
+				spares = append(spares, l.id)
+			}
+		}
+		for _, q := range b.queued { // waiters of a closing backend wait no more
+			spares = append(spares, q.lease.id)
+		}
+		b.pool = nil
+	}) {
 		return nil
 	}
-	b.closed = true
-	for _, h := range b.held {
-		h.timer.Stop()
-	}
-	for _, q := range b.queued {
-		q.timer.Stop()
-	}
-	var ws []*waiter
-	b.waiters.Keys(func(k string) {
-		b.waiters.Each(k, func(w *waiter) bool {
-			ws = append(ws, w)
-			return true
-		})
-	})
-	var spares []clientv3.LeaseID
-	for _, ls := range b.pool {
-		for _, l := range ls {
-			spares = append(spares, l.id)
-		}
-	}
-	for _, q := range b.queued { // waiters of a closing backend wait no more
-		spares = append(spares, q.lease.id)
-	}
-	b.pool = nil
-	b.mu.Unlock()
 	for _, w := range ws {
 		w.X.stop()
 	}

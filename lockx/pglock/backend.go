@@ -318,22 +318,20 @@ func (b *Backend) prewarmWait() {
 // goroutines and closes its connections (they leave the pool). It does not
 // close the pool. Close is idempotent.
 func (b *Backend) Close() error {
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !b.g.Shut(&b.mu, func() {
+		b.closed = true
+		b.g.Cancel()
+		for _, sl := range b.slots {
+			for _, h := range sl.holds() {
+				h.gone = true
+				h.lease.Stop()
+			}
+		}
+		b.slots = make(map[int64]*slot)
+		b.rwCloseLocked()
+	}) {
 		return nil
 	}
-	b.closed = true
-	b.g.Cancel()
-	for _, sl := range b.slots {
-		for _, h := range sl.holds() {
-			h.gone = true
-			h.lease.Stop()
-		}
-	}
-	b.slots = make(map[int64]*slot)
-	b.rwCloseLocked()
-	b.mu.Unlock()
 	b.lst.stop()
 	b.g.Wait()
 	return nil
