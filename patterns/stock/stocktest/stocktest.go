@@ -176,8 +176,13 @@ func testExpiry(t *testing.T, sb driver.StockBackend) {
 	if _, _, err := sb.InitStock(ctx, sku, []int64{5}); err != nil {
 		t.Fatal(err)
 	}
+	// The short reservations live a second: long enough that the takes and
+	// the first ExpireStock below finish inside it on a loaded machine (with
+	// 40 ms, three PostgreSQL round trips under CI load outlived it).
+	const ttl = time.Second
+	start := time.Now()
 	for _, id := range []string{"r1", "r2"} {
-		if _, err := sb.TakeStock(ctx, driver.StockTake{SKU: sku, ID: id, User: "u:" + id, Qty: 1, TTL: 40 * time.Millisecond}); err != nil {
+		if _, err := sb.TakeStock(ctx, driver.StockTake{SKU: sku, ID: id, User: "u:" + id, Qty: 1, TTL: ttl}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -185,9 +190,9 @@ func testExpiry(t *testing.T, sb driver.StockBackend) {
 		t.Fatal(err)
 	}
 	if es, err := sb.ExpireStock(ctx, sku, 0, 10); err != nil || len(es) != 0 {
-		t.Fatalf("ExpireStock before the deadline = %v, %v", es, err)
+		t.Fatalf("ExpireStock before the deadline = %v, %v (%v after the first take)", es, err, time.Since(start))
 	}
-	time.Sleep(120 * time.Millisecond)
+	time.Sleep(time.Until(start.Add(ttl + 200*time.Millisecond)))
 	if err := sb.SettleStock(ctx, sku, 0, "r1", true); !errors.Is(err, driver.ErrNoStockEntry) {
 		t.Fatalf("confirm expired: %v, want ErrNoStockEntry", err)
 	}
