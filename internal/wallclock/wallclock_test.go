@@ -123,6 +123,7 @@ var fixedInstants = map[string]struct {
 	"lockx/fuzz_test.go":                 {1, "the seed of an encoding round trip"},
 	"lockx/mysqllock/table.go":           {1, "an expiry on the second day of 1970 marks a row already expired: every clock is past it"},
 	"lockx/memlock/rw_prop_test.go":      {2, "the start of a property test's fake clock, the only clock the backend reads there"},
+	"patterns/stock/order_json_test.go":  {2, "an Order's deadline in a JSON round trip: encoding only, no clock reads it"},
 }
 
 // datePattern finds a calendar date, alone or in an RFC 3339 time.
