@@ -41,8 +41,11 @@ func bounded[T any](ctx context.Context, c *Client, deadline time.Time, call fun
 	c.bg.add()
 	go func() {
 		defer c.bg.done()
+		// cctx ends only after the value is handed over: a caller that saw
+		// it end first would take a call that returned in time for one cut
+		// off, and late would free a grant the caller goes on to hold.
+		defer cancel()
 		v := call(cctx)
-		cancel()
 		mu.Lock()
 		if !gone {
 			out <- v // buffered: the caller takes it, now or at its deadline

@@ -3,6 +3,7 @@ package lockx_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,5 +67,44 @@ func TestWaitBudgetDeafBackend(t *testing.T) {
 			t.Fatalf("the late grant was never released: %v", err)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// releaseCounter counts the backend releases of a memlock backend.
+type releaseCounter struct {
+	*memlock.Backend
+	releases atomic.Int64
+}
+
+func (b *releaseCounter) Release(ctx context.Context, key string, owner driver.Owner) error {
+	b.releases.Add(1)
+	return b.Backend.Release(ctx, key, owner)
+}
+
+// TestBudgetedGrantKept: an attempt under a wait budget that returns a
+// grant in time is the caller's grant — never also abandoned as if it had
+// been cut off. (The bounded call used to end its own context before
+// handing its result over, and a caller that saw the context end first
+// released the grant in the background while a retry by the same owner
+// was told it held the lock: a holder without a lock.)
+func TestBudgetedGrantKept(t *testing.T) {
+	b := &releaseCounter{Backend: memlock.New()}
+	c := lockx.New(b)
+	ctx := context.Background()
+	const n = 3000
+	for i := range n {
+		l, err := c.Acquire(ctx, "budgeted", lockx.WithWait(time.Minute), lockx.WithLease(time.Minute))
+		if err != nil {
+			t.Fatalf("acquire %d: %v", i, err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("release %d: %v", i, err)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.releases.Load(); got != n {
+		t.Fatalf("%d backend releases for %d acquisitions, each released once: %d grants abandoned behind their callers", got, n, got-n)
 	}
 }
