@@ -8,6 +8,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -103,5 +105,81 @@ func ClosedWithin(ch <-chan struct{}, d time.Duration) bool {
 		return true
 	case <-t.C:
 		return false
+	}
+}
+
+// Releasable is what a suite holds: a lock grant or a semaphore permit.
+type Releasable interface {
+	Key() string
+	Release(context.Context) error
+}
+
+// Must returns a function that fails t on an error and otherwise returns
+// the value: Must[*lockx.Grant](t)(rw.RLock(…)).
+func Must[T any](t *testing.T) func(T, error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+}
+
+// Release gives r back, failing t on an error.
+func Release[T Releasable](t *testing.T, r T) {
+	t.Helper()
+	if err := r.Release(context.Background()); err != nil {
+		t.Fatalf("Release(%q): %v", r.Key(), err)
+	}
+}
+
+// Refused fails t unless err is a refusal (ErrNotAcquired); what the call
+// got anyway is given back first.
+func Refused[T Releasable](t *testing.T, what string, r T, err error) {
+	t.Helper()
+	if err == nil {
+		_ = r.Release(context.Background())
+		t.Fatalf("%s succeeded, want refusal", what)
+	}
+	if !errors.Is(err, lockx.ErrNotAcquired) {
+		t.Fatalf("%s = %v, want ErrNotAcquired", what, err)
+	}
+}
+
+// Capability returns capability C of a new backend of newBackend (the zero
+// C if it has none), closing the backend at cleanup.
+func Capability[C any](t *testing.T, newBackend func(t *testing.T) driver.Backend) C {
+	b := newBackend(t)
+	t.Cleanup(func() { _ = b.Close() })
+	var c C
+	driver.As(b, &c)
+	return c
+}
+
+// Test is one subtest of a suite.
+type Test struct {
+	Name string
+	Fn   func(t *testing.T)
+}
+
+// Parallel runs tests as parallel subtests of t.
+func Parallel(t *testing.T, tests []Test) {
+	for _, tc := range tests {
+		t.Run(tc.Name, func(t *testing.T) {
+			t.Parallel()
+			tc.Fn(t)
+		})
+	}
+}
+
+// Require fails t unless the backends of newBackend have capability C.
+func Require[C any](t *testing.T, newBackend func(t *testing.T) driver.Backend) {
+	t.Helper()
+	b := newBackend(t)
+	ok := driver.As(b, new(C))
+	_ = b.Close()
+	if !ok {
+		t.Fatalf("backend does not implement %v", reflect.TypeFor[C]())
 	}
 }

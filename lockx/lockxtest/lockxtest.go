@@ -33,43 +33,34 @@ import (
 // Run runs the conformance suite as subtests of t.
 func Run(t *testing.T, newBackend func(t *testing.T) driver.Backend) {
 	s := &suite{newBackend: newBackend}
-	tests := []struct {
-		name string
-		fn   func(t *testing.T)
-	}{
-		{"MutualExclusion", s.testMutualExclusion},
-		{"TryAcquireHeld", s.testTryAcquireHeld},
-		{"ReleaseTwice", s.testReleaseTwice},
-		{"OnlyOwnerExtendsOrReleases", s.testOnlyOwner},
-		{"BackendAcquireIdempotent", s.testBackendAcquireIdempotent},
-		{"StaleReleaseKeepsNewOwner", s.testStaleRelease},
-		{"Reentrancy", s.testReentrancy},
-		{"TokensIncrease", s.testTokensIncrease},
-		{"TokensIncreaseAfterExpiry", s.testTokensAfterExpiry},
-		{"WatchdogKeepsLease", s.testWatchdog},
-		{"ExplicitLeaseExpires", s.testLeaseExpires},
-		{"LostWhenTakenAway", s.testLostWhenTakenAway},
-		{"ReleaseStopsRenewal", s.testReleaseStopsRenewal},
-		{"WaiterAcquiresAfterRelease", s.testWaiterAcquires},
-		{"WakeUpWithoutPolling", s.testWakeUp},
-		{"ContextEndsWait", s.testContextEndsWait},
-		{"WaitBudget", s.testWaitBudget},
-		{"FairOrder", s.testFairOrder},
-		{"FairCrashedWaiter", s.testFairCrashedWaiter},
-		{"FairTryDoesNotQueue", s.testFairTry},
-		{"BadInput", s.testBadInput},
-		{"Do", s.testDo},
-		{"DoLost", s.testDoLost},
-		{"LocalFirst", s.testLocalFirst},
-		{"CloseReleases", s.testCloseReleases},
-		{"TTLAndExtend", s.testTTLAndExtend},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.fn(t)
-		})
-	}
+	suitekit.Parallel(t, []suitekit.Test{
+		{Name: "MutualExclusion", Fn: s.testMutualExclusion},
+		{Name: "TryAcquireHeld", Fn: s.testTryAcquireHeld},
+		{Name: "ReleaseTwice", Fn: s.testReleaseTwice},
+		{Name: "OnlyOwnerExtendsOrReleases", Fn: s.testOnlyOwner},
+		{Name: "BackendAcquireIdempotent", Fn: s.testBackendAcquireIdempotent},
+		{Name: "StaleReleaseKeepsNewOwner", Fn: s.testStaleRelease},
+		{Name: "Reentrancy", Fn: s.testReentrancy},
+		{Name: "TokensIncrease", Fn: s.testTokensIncrease},
+		{Name: "TokensIncreaseAfterExpiry", Fn: s.testTokensAfterExpiry},
+		{Name: "WatchdogKeepsLease", Fn: s.testWatchdog},
+		{Name: "ExplicitLeaseExpires", Fn: s.testLeaseExpires},
+		{Name: "LostWhenTakenAway", Fn: s.testLostWhenTakenAway},
+		{Name: "ReleaseStopsRenewal", Fn: s.testReleaseStopsRenewal},
+		{Name: "WaiterAcquiresAfterRelease", Fn: s.testWaiterAcquires},
+		{Name: "WakeUpWithoutPolling", Fn: s.testWakeUp},
+		{Name: "ContextEndsWait", Fn: s.testContextEndsWait},
+		{Name: "WaitBudget", Fn: s.testWaitBudget},
+		{Name: "FairOrder", Fn: s.testFairOrder},
+		{Name: "FairCrashedWaiter", Fn: s.testFairCrashedWaiter},
+		{Name: "FairTryDoesNotQueue", Fn: s.testFairTry},
+		{Name: "BadInput", Fn: s.testBadInput},
+		{Name: "Do", Fn: s.testDo},
+		{Name: "DoLost", Fn: s.testDoLost},
+		{Name: "LocalFirst", Fn: s.testLocalFirst},
+		{Name: "CloseReleases", Fn: s.testCloseReleases},
+		{Name: "TTLAndExtend", Fn: s.testTTLAndExtend},
+	})
 }
 
 type suite struct {

@@ -19,28 +19,19 @@ import (
 // newBackend follows Run's contract.
 func RunMany(t *testing.T, newBackend func(t *testing.T) driver.Backend) {
 	s := &suite{newBackend: newBackend}
-	tests := []struct {
-		name string
-		fn   func(t *testing.T)
-	}{
-		{"OverlappingSetsNoDeadlock", s.testManyOverlapping},
-		{"AllOrNothing", s.testManyAllOrNothing},
-		{"AllOrNothingWaitBudget", s.testManyWaitBudget},
-		{"TokensPerKey", s.testManyTokens},
-		{"LossCancelsSet", s.testManyLoss},
-		{"ReleaseFreesAll", s.testManyRelease},
-		{"WaitsForHeldKey", s.testManyWaits},
-		{"Reentrancy", s.testManyReentrancy},
-		{"DuplicatesAndOrder", s.testManyDuplicates},
-		{"BadInput", s.testManyBadInput},
-		{"WatchdogKeepsSet", s.testManyWatchdog},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.fn(t)
-		})
-	}
+	suitekit.Parallel(t, []suitekit.Test{
+		{Name: "OverlappingSetsNoDeadlock", Fn: s.testManyOverlapping},
+		{Name: "AllOrNothing", Fn: s.testManyAllOrNothing},
+		{Name: "AllOrNothingWaitBudget", Fn: s.testManyWaitBudget},
+		{Name: "TokensPerKey", Fn: s.testManyTokens},
+		{Name: "LossCancelsSet", Fn: s.testManyLoss},
+		{Name: "ReleaseFreesAll", Fn: s.testManyRelease},
+		{Name: "WaitsForHeldKey", Fn: s.testManyWaits},
+		{Name: "Reentrancy", Fn: s.testManyReentrancy},
+		{Name: "DuplicatesAndOrder", Fn: s.testManyDuplicates},
+		{Name: "BadInput", Fn: s.testManyBadInput},
+		{Name: "WatchdogKeepsSet", Fn: s.testManyWatchdog},
+	})
 }
 
 // keys returns n keys no other test uses, sharing one random stem.

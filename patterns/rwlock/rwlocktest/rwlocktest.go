@@ -32,83 +32,43 @@ type suite struct {
 // patterns/rwlock) as subtests of t. newBackend follows lockxtest.Run's
 // contract; the backends it returns must implement driver.RWBackend.
 func Run(t *testing.T, newBackend func(t *testing.T) driver.Backend) {
-	b := newBackend(t)
-	ok := driver.As(b, new(driver.RWBackend))
-	_ = b.Close()
-	if !ok {
-		t.Fatal("backend does not implement driver.RWBackend")
-	}
+	suitekit.Require[driver.RWBackend](t, newBackend)
 	s := &suite{newBackend: newBackend}
-	tests := []struct {
-		name string
-		fn   func(t *testing.T)
-	}{
-		{"ManyReaders", s.testRWManyReaders},
-		{"WriterExcludes", s.testRWWriterExcludes},
-		{"WriterPreference", s.testRWWriterPreference},
-		{"ReaderPreference", s.testRWReaderPreference},
-		{"NoWriterStarvation", s.testRWNoStarvation},
-		{"ReadersBeforeWriterGoFirst", s.testRWQueuedReadersFirst},
-		{"CrashedReaderExpires", s.testRWCrashedReader},
-		{"WatchdogKeepsReader", s.testRWWatchdog},
-		{"LostWhenTakenAway", s.testRWLost},
-		{"Downgrade", s.testRWDowngrade},
-		{"UpgradeRefused", s.testRWUpgrade},
-		{"NestedReadReenters", s.testRWNestedRead},
-		{"Tokens", s.testRWTokens},
-		{"WakeUp", s.testRWWakeUp},
-		{"OnlyOwnerReleases", s.testRWOnlyOwner},
-		{"Exclusion", s.testRWExclusion},
-		{"CloseReleases", s.testRWClose},
-		{"BadInput", s.testRWBadInput},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.fn(t)
-		})
-	}
+	suitekit.Parallel(t, []suitekit.Test{
+		{Name: "ManyReaders", Fn: s.testRWManyReaders},
+		{Name: "WriterExcludes", Fn: s.testRWWriterExcludes},
+		{Name: "WriterPreference", Fn: s.testRWWriterPreference},
+		{Name: "ReaderPreference", Fn: s.testRWReaderPreference},
+		{Name: "NoWriterStarvation", Fn: s.testRWNoStarvation},
+		{Name: "ReadersBeforeWriterGoFirst", Fn: s.testRWQueuedReadersFirst},
+		{Name: "CrashedReaderExpires", Fn: s.testRWCrashedReader},
+		{Name: "WatchdogKeepsReader", Fn: s.testRWWatchdog},
+		{Name: "LostWhenTakenAway", Fn: s.testRWLost},
+		{Name: "Downgrade", Fn: s.testRWDowngrade},
+		{Name: "UpgradeRefused", Fn: s.testRWUpgrade},
+		{Name: "NestedReadReenters", Fn: s.testRWNestedRead},
+		{Name: "Tokens", Fn: s.testRWTokens},
+		{Name: "WakeUp", Fn: s.testRWWakeUp},
+		{Name: "OnlyOwnerReleases", Fn: s.testRWOnlyOwner},
+		{Name: "Exclusion", Fn: s.testRWExclusion},
+		{Name: "CloseReleases", Fn: s.testRWClose},
+		{Name: "BadInput", Fn: s.testRWBadInput},
+	})
 }
 
 func (s *suite) rw(t *testing.T, opts ...rwlock.Option) *rwlock.RW {
 	return rwlock.New(suitekit.Client(t, s.newBackend), opts...)
 }
 
+// The suite's helpers over lockx.Grant, from suitekit.
+var (
+	mustGrant    = suitekit.Must[*lockx.Grant]
+	releaseGrant = suitekit.Release[*lockx.Grant]
+	refused      = suitekit.Refused[*lockx.Grant]
+)
+
 func (s *suite) rwBackend(t *testing.T) driver.RWBackend {
-	b := s.newBackend(t)
-	t.Cleanup(func() { _ = b.Close() })
-	var rb driver.RWBackend
-	driver.As(b, &rb)
-	return rb
-}
-
-// mustGrant(t)(rw.RLock(…)) fails t on an error and returns the grant.
-func mustGrant(t *testing.T) func(*lockx.Grant, error) *lockx.Grant {
-	return func(g *lockx.Grant, err error) *lockx.Grant {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return g
-	}
-}
-
-func releaseGrant(t *testing.T, g *lockx.Grant) {
-	t.Helper()
-	if err := g.Release(context.Background()); err != nil {
-		t.Fatalf("Release(%q): %v", g.Key(), err)
-	}
-}
-
-func refused(t *testing.T, what string, g *lockx.Grant, err error) {
-	t.Helper()
-	if err == nil {
-		_ = g.Release(context.Background())
-		t.Fatalf("%s succeeded, want refusal", what)
-	}
-	if !errors.Is(err, lockx.ErrNotAcquired) {
-		t.Fatalf("%s = %v, want ErrNotAcquired", what, err)
-	}
+	return suitekit.Capability[driver.RWBackend](t, s.newBackend)
 }
 
 func (s *suite) testRWManyReaders(t *testing.T) {

@@ -34,79 +34,40 @@ type suite struct {
 // lockxtest.Run's contract; the backends it returns must implement
 // driver.SemaphoreBackend.
 func Run(t *testing.T, newBackend func(t *testing.T) driver.Backend) {
-	b := newBackend(t)
-	ok := driver.As(b, new(driver.SemaphoreBackend))
-	_ = b.Close()
-	if !ok {
-		t.Fatal("backend does not implement driver.SemaphoreBackend")
-	}
+	suitekit.Require[driver.SemaphoreBackend](t, newBackend)
 	s := &suite{newBackend: newBackend}
-	tests := []struct {
-		name string
-		fn   func(t *testing.T)
-	}{
-		{"LimitUnderContention", s.testSemLimit},
-		{"TryAcquireFull", s.testSemTry},
-		{"Weighted", s.testSemWeighted},
-		{"FIFONoStarvation", s.testSemFIFO},
-		{"CrashedHolderReturnsPermits", s.testSemCrashed},
-		{"WatchdogKeepsPermit", s.testSemWatchdog},
-		{"LostWhenTakenAway", s.testSemLost},
-		{"OnlyOwnerReleases", s.testSemOnlyOwner},
-		{"ShrinkRevokesNothing", s.testSemShrink},
-		{"ShrinkHoldsBackWaiter", s.testSemShrinkWaiter},
-		{"Grow", s.testSemGrow},
-		{"Usage", s.testSemUsage},
-		{"WakeUp", s.testSemWakeUp},
-		{"CloseReleases", s.testSemClose},
-		{"BadInput", s.testSemBadInput},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.fn(t)
-		})
-	}
+	suitekit.Parallel(t, []suitekit.Test{
+		{Name: "LimitUnderContention", Fn: s.testSemLimit},
+		{Name: "TryAcquireFull", Fn: s.testSemTry},
+		{Name: "Weighted", Fn: s.testSemWeighted},
+		{Name: "FIFONoStarvation", Fn: s.testSemFIFO},
+		{Name: "CrashedHolderReturnsPermits", Fn: s.testSemCrashed},
+		{Name: "WatchdogKeepsPermit", Fn: s.testSemWatchdog},
+		{Name: "LostWhenTakenAway", Fn: s.testSemLost},
+		{Name: "OnlyOwnerReleases", Fn: s.testSemOnlyOwner},
+		{Name: "ShrinkRevokesNothing", Fn: s.testSemShrink},
+		{Name: "ShrinkHoldsBackWaiter", Fn: s.testSemShrinkWaiter},
+		{Name: "Grow", Fn: s.testSemGrow},
+		{Name: "Usage", Fn: s.testSemUsage},
+		{Name: "WakeUp", Fn: s.testSemWakeUp},
+		{Name: "CloseReleases", Fn: s.testSemClose},
+		{Name: "BadInput", Fn: s.testSemBadInput},
+	})
 }
 
 func (s *suite) sem(t *testing.T, k string, limit int64, opts ...semaphore.Option) *semaphore.Semaphore {
 	return semaphore.New(suitekit.Client(t, s.newBackend), k, limit, opts...)
 }
 
+// The suite's helpers over semaphore.Permit, from suitekit.
+var (
+	mustPermit    = suitekit.Must[*semaphore.Permit]
+	releasePermit = suitekit.Release[*semaphore.Permit]
+	noPermit      = suitekit.Refused[*semaphore.Permit]
+)
+
 func (s *suite) semBackend(t *testing.T) driver.SemaphoreBackend {
-	b := s.newBackend(t)
-	t.Cleanup(func() { _ = b.Close() })
-	var sb driver.SemaphoreBackend
-	driver.As(b, &sb)
-	return sb
-}
-
-func mustPermit(t *testing.T) func(*semaphore.Permit, error) *semaphore.Permit {
-	return func(p *semaphore.Permit, err error) *semaphore.Permit {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-}
-
-func releasePermit(t *testing.T, p *semaphore.Permit) {
-	t.Helper()
-	if err := p.Release(context.Background()); err != nil {
-		t.Fatalf("Release(%q): %v", p.Key(), err)
-	}
-}
-
-func noPermit(t *testing.T, what string, p *semaphore.Permit, err error) {
-	t.Helper()
-	if err == nil {
-		_ = p.Release(context.Background())
-		t.Fatalf("%s succeeded, want refusal", what)
-	}
-	if !errors.Is(err, lockx.ErrNotAcquired) {
-		t.Fatalf("%s = %v, want ErrNotAcquired", what, err)
-	}
+	return suitekit.Capability[driver.SemaphoreBackend](t, s.newBackend)
 }
 
 // testSemLimit: several clients, many goroutines, limit 3: never more than
