@@ -30,11 +30,11 @@ type Backend struct {
 
 	grantSQL, refusedSQL, enqueueSQL, dequeueSQL, extendSQL, checkSQL, forceSQL, ttlSQL string
 
-	closeOnce sync.Once
-	g         backendkit.Group // the health check and loss callbacks
-	mu        sync.Mutex
-	closed    bool
-	started   bool
+	// g runs the health check and loss callbacks; its Shut, under mu,
+	// marks the Backend closed (g.Closed).
+	g       backendkit.Group
+	mu      sync.Mutex
+	started bool
 }
 
 // slot is one pinned holder session. mu serializes everything done on the
@@ -130,10 +130,7 @@ func (b *Backend) ready(ctx context.Context) error {
 	if b.cfg.err != nil {
 		return b.cfg.err
 	}
-	b.mu.Lock()
-	closed := b.closed
-	b.mu.Unlock()
-	if closed {
+	if b.g.Closed() {
 		return driver.Unavailable("mysqllock", errClosed)
 	}
 	if err := ctx.Err(); err != nil {
@@ -154,7 +151,7 @@ func (b *Backend) connect(ctx context.Context, s *slot) error {
 	s.conn = c
 	s.lastOK = time.Now()
 	b.mu.Lock()
-	if b.closed { // Close ran concurrently: do not leak the session
+	if b.g.Closed() { // Close ran concurrently: do not leak the session
 		b.mu.Unlock()
 		discard(c)
 		s.conn = nil
@@ -549,25 +546,23 @@ func (b *Backend) healthLoop() {
 // frees every lock still held through them, and stops the Backend's
 // goroutines. It does not close db.
 func (b *Backend) Close() error {
-	b.closeOnce.Do(func() {
-		b.mu.Lock()
-		b.closed = true
-		b.mu.Unlock()
-		b.g.Close()
-		b.poll.close()
-		for _, s := range b.slots {
-			s.mu.Lock()
-			if s.conn != nil {
-				discard(s.conn)
-				s.conn = nil
-			}
-			for name, g := range s.grants {
-				g.lease.Stop()
-				delete(s.grants, name)
-				b.hub.wake(name)
-			}
-			s.mu.Unlock()
+	if !b.g.Shut(&b.mu, b.g.Cancel) {
+		return nil
+	}
+	b.g.Wait()
+	b.poll.close()
+	for _, s := range b.slots {
+		s.mu.Lock()
+		if s.conn != nil {
+			discard(s.conn)
+			s.conn = nil
 		}
-	})
+		for name, g := range s.grants {
+			g.lease.Stop()
+			delete(s.grants, name)
+			b.hub.wake(name)
+		}
+		s.mu.Unlock()
+	}
 	return nil
 }

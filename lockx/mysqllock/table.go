@@ -9,6 +9,7 @@ import (
 
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/internal/backendkit"
 )
 
 // TableBackend is the lease-table backend (NewTable): one InnoDB row per
@@ -28,7 +29,9 @@ type TableBackend struct {
 	mu       sync.Mutex
 	enqueued map[string]map[driver.Owner]bool
 	fairHeld map[string]driver.Owner // fair grants made here, to wake all at release
-	closed   bool
+	// g marks the Backend closed (Shut under mu, g.Closed); no goroutine
+	// of its own runs on it, the poller has its own.
+	g backendkit.Group
 }
 
 var (
@@ -75,10 +78,7 @@ func (b *TableBackend) ready(ctx context.Context) error {
 	if b.cfg.err != nil {
 		return b.cfg.err
 	}
-	b.mu.Lock()
-	closed := b.closed
-	b.mu.Unlock()
-	if closed {
+	if b.g.Closed() {
 		return driver.Unavailable("mysqllock", errClosed)
 	}
 	if err := ctx.Err(); err != nil {
@@ -268,9 +268,8 @@ func (b *TableBackend) checkFree(ctx context.Context, names []string) ([]bool, e
 // Close implements driver.Backend. Locks held in the table outlive it until
 // released or expired, as on any server; it does not close db.
 func (b *TableBackend) Close() error {
-	b.mu.Lock()
-	b.closed = true
-	b.mu.Unlock()
-	b.poll.close()
+	if b.g.Shut(&b.mu, b.g.Cancel) {
+		b.poll.close()
+	}
 	return nil
 }
