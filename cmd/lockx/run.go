@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"os/signal"
 	"os/user"
@@ -21,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockx-go/lockx/internal/redisurl"
 	"github.com/lockx-go/lockx/internal/wallclock"
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/driver"
@@ -223,24 +223,6 @@ type silentRedisLogger struct{}
 
 func (silentRedisLogger) Printf(context.Context, string, ...any) {}
 
-// redisOptions parses --redis: a URL, or host:port meaning redis://host:port.
-func redisOptions(s string) (*redis.Options, error) {
-	u := s
-	if !strings.Contains(u, "://") {
-		u = "redis://" + u
-	}
-	ro, err := redis.ParseURL(u)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf("--redis %q: %s; want host:port or redis://[[user]:password@]host:port[/db] (rediss:// for TLS)",
-			s, strings.TrimPrefix(err.Error(), "redis: "))
-	}
-	return ro, nil
-}
-
 func btoi(b bool) int {
 	if b {
 		return 1
@@ -260,7 +242,7 @@ func (c *cli) connect(ctx context.Context) (driver.Backend, func(), error) {
 		return b, func() { _ = b.Close() }, nil
 	}
 	if u := c.opts.redisURL; u != "" {
-		ro, err := redisOptions(u)
+		ro, err := redisurl.Parse("--redis", u)
 		if err != nil {
 			return nil, nil, err
 		}

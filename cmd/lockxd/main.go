@@ -28,6 +28,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockx-go/lockx/internal/lockxd"
+	"github.com/lockx-go/lockx/internal/redisurl"
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
@@ -62,7 +63,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, getenv func(strin
 	fs.StringVar(&o.tlsKey, "tls-key", getenv("LOCKXD_TLS_KEY"), "PEM private key `file` of --tls-cert (env LOCKXD_TLS_KEY)")
 	fs.StringVar(&o.signingKeyFile, "token-signing-key", getenv("LOCKXD_TOKEN_SIGNING_KEY_FILE"), "sign every grant's fencing token with the key in this `file` (at least 16 bytes; env LOCKXD_TOKEN_SIGNING_KEY_FILE) and require signed tokens at /v1/fence")
 	fs.StringVar(&o.keySaltFile, "key-salt", getenv("LOCKXD_KEY_SALT_FILE"), "tag every backend key with an HMAC keyed by the secret in this `file` (at least 16 bytes; env LOCKXD_KEY_SALT_FILE), so no tenant can craft a key whose backend hash hits another's; the same on every replica, set before first use")
-	fs.StringVar(&o.redisURL, "redis", getenv("LOCKX_REDIS_URL"), "Redis `URL` (env LOCKX_REDIS_URL)")
+	fs.StringVar(&o.redisURL, "redis", getenv("LOCKX_REDIS_URL"), "Redis `URL` or host:port (env LOCKX_REDIS_URL)")
 	fs.StringVar(&o.postgresURL, "postgres", getenv("LOCKX_POSTGRES_URL"), "PostgreSQL `URL` (env LOCKX_POSTGRES_URL)")
 	fs.StringVar(&o.zookeeper, "zookeeper", getenv("LOCKX_ZOOKEEPER"), "ZooKeeper `servers`, host:port,... (env LOCKX_ZOOKEEPER)")
 	fs.StringVar(&o.zkRoot, "zkroot", zklock.DefaultRoot, "ZooKeeper root znode of the backend")
@@ -227,9 +228,9 @@ func connect(ctx context.Context, o options) (driver.Backend, backendAt, func(),
 		}
 		return b, backendAt{"zookeeper", o.zookeeper}, func() { _ = b.Close() }, nil
 	case o.redisURL != "":
-		ro, err := redis.ParseURL(o.redisURL)
+		ro, err := redisurl.Parse("--redis", o.redisURL)
 		if err != nil {
-			return nil, backendAt{}, nil, fmt.Errorf("--redis: %w", err)
+			return nil, backendAt{}, nil, err
 		}
 		rdb := redis.NewClient(ro)
 		b := redislock.New(rdb, redislock.WithPrefix(o.prefix))

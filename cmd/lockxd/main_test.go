@@ -69,6 +69,7 @@ func TestStartLog(t *testing.T) {
 	}{
 		{[]string{"--memory"}, "backend=memory backend_addr=in-process tenants=2 tls=false"},
 		{[]string{"--redis", "redis://" + redisAddr + "/0"}, "backend=redis backend_addr=" + redisAddr + " tenants=2 tls=false"},
+		{[]string{"--redis", redisAddr}, "backend=redis backend_addr=" + redisAddr + " tenants=2 tls=false"}, // host:port, as the CLI takes it
 		{[]string{"--postgres", pg}, "backend=postgres backend_addr=" + pgAddr + " tenants=2 tls=false"},
 	} {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -86,6 +87,22 @@ func TestStartLog(t *testing.T) {
 		line, _, _ := strings.Cut(stderr.String(), "\n")
 		if want := `msg="lockxd listening" addr=` + addr + " " + tc.want; !strings.Contains(line, want) {
 			t.Errorf("%v: start-up line\n%s\nwant it to contain\n%s", tc.args, line, want)
+		}
+	}
+}
+
+// TestBadRedisFlag checks that a --redis lockxd cannot read is refused at
+// start with the value and the forms it accepts, the same message as the CLI.
+func TestBadRedisFlag(t *testing.T) {
+	env := map[string]string{"LOCKXD_KEYS": "a=key-a"}
+	for _, v := range []string{"not a url", "http://127.0.0.1:6379", "127.0.0.1:port"} {
+		var stderr bytes.Buffer
+		code := run(context.Background(), []string{"--redis", v, "--listen", "127.0.0.1:0"}, &stderr, func(k string) string { return env[k] }, nil)
+		if code == 0 {
+			t.Fatalf("--redis %q: exit 0", v)
+		}
+		if want := `--redis \"` + v + `\"`; !strings.Contains(stderr.String(), want) || !strings.Contains(stderr.String(), "want host:port or redis://") {
+			t.Errorf("--redis %q: stderr\n%s\nwant the value and the accepted forms", v, stderr.String())
 		}
 	}
 }
