@@ -29,7 +29,7 @@ func brokenWhat(a, b string) string {
 //     at once, whether the fault outlasts the lease (too early) or not (a
 //     second grant, and a lock history the fenced-mutex model rejects).
 func TestFaultLockSensitivity(t *testing.T) {
-	bin := buildHolder(t, t.TempDir())
+	bins := newBinaries(t)
 	pool, url := registers(t)
 	byName := map[string]*scenario{}
 	for _, sc := range scenarios() {
@@ -44,6 +44,8 @@ func TestFaultLockSensitivity(t *testing.T) {
 		{"redlock-one-node-killed", "", "ignore", []string{"during a fault shorter than the lease", "fenced-mutex model"}},
 		{"mysql-table-holder-pause", "short", "", []string{"before A's lease could have expired"}},
 		{"mysql-table-session-killed", "", "ignore", []string{"during a fault shorter than the lease", "fenced-mutex model"}},
+		{"etcd-holder-pause", "short", "", []string{"before A's lease could have expired"}},
+		{"etcd-leader-killed", "", "ignore", []string{"during a fault shorter than the lease", "fenced-mutex model"}},
 	}
 	for _, c := range cases {
 		sc := *byName[c.scenario]
@@ -54,7 +56,7 @@ func TestFaultLockSensitivity(t *testing.T) {
 				if attempt == 4 {
 					t.Fatalf("no run got as far as the fault in %d attempts", attempt)
 				}
-				driveOnce(t, &sc, bin, pool, url, res)
+				driveOnce(t, &sc, bins, pool, url, res)
 				if t.Failed() {
 					return
 				}

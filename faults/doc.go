@@ -4,6 +4,14 @@
 // internal/testenv, and network faults come from Proxy, a small in-process
 // TCP proxy with latency and one-way blackholes.
 //
+// etcd is in the suite too, although lockx/etcdlock is a module of its own
+// that the root module does not import: faults/etcd, a nested module, is
+// one program that runs either a real etcd server (etcd's own main) or the
+// holder with etcdlock added (faults/internal/holderkit, the holder every
+// backend shares). The tests here build it when an etcd scenario first runs
+// and start its servers through testenv.StartEtcd, so the etcd scenarios
+// go through the same driver and checks as every other backend's.
+//
 // Every scenario protects a register — a PostgreSQL row that is never
 // faulted — twice: once written through pglock.FencedExec with the
 // holder's fencing token, once with a plain UPDATE. Both histories are

@@ -73,7 +73,8 @@ type scenario struct {
 type run struct {
 	t       *testing.T
 	sc      *scenario
-	bin     string
+	bins    *binaries
+	bin     string // the holders' program: bins.holder unless setup says
 	regPool *pgxpool.Pool
 	regURL  string
 	key     string
@@ -93,6 +94,8 @@ type run struct {
 	// server (to KILL holder A's sessions).
 	mysqlAdmin string
 	standby    *testenv.RedisServer // its replica
+	etcd       *testenv.Etcd        // the etcd scenario's cluster
+	etcdDown   *testenv.EtcdMember  // a member killed by the fault
 }
 
 var seq atomic.Int64
@@ -416,7 +419,7 @@ func scenarios() []*scenario {
 				waitRole(r.t, r.standby.Addr, "master", 40*time.Second)
 			},
 		},
-	}, append(zkScenarios(), mysqlScenarios()...)...)
+	}, append(append(zkScenarios(), mysqlScenarios()...), etcdScenarios()...)...)
 }
 
 // redlockSetup starts 5 independent nodes; with proxied, holder A reaches
@@ -528,7 +531,7 @@ func burn(d time.Duration) <-chan struct{} {
 
 func TestFault(t *testing.T) {
 	start := time.Now()
-	bin := buildHolder(t, t.TempDir())
+	bins := newBinaries(t)
 	pool, url := registers(t)
 	iters := 1
 	if long() {
@@ -543,7 +546,7 @@ func TestFault(t *testing.T) {
 			switch {
 			case sc.cluster:
 				n = 1 // a Cluster failover takes 10–70 s here
-			case sc.backend != "Redis (single)" && sc.backend != "PostgreSQL" && !strings.HasPrefix(sc.backend, "Redlock"):
+			case sc.backend != "Redis (single)" && sc.backend != "PostgreSQL" && !strings.HasPrefix(sc.backend, "Redlock") && !strings.HasPrefix(sc.backend, "etcd"):
 				n = max(1, iters/2) // each run costs a failover
 			}
 			res := &result{Name: sc.name, Backend: sc.backend, Fault: sc.fault, Order: i, Bound: sc.bound,
@@ -556,7 +559,7 @@ func TestFault(t *testing.T) {
 				if attempt == n+3 {
 					t.Fatalf("only %d of %d runs got as far as the fault in %d attempts", res.Runs, n, attempt)
 				}
-				driveOnce(t, sc, bin, pool, url, res)
+				driveOnce(t, sc, bins, pool, url, res)
 				if t.Failed() {
 					return
 				}
@@ -588,11 +591,11 @@ func TestFault(t *testing.T) {
 	complete := len(results) == len(scenarios())
 	resultsMu.Unlock()
 	if long() && !t.Failed() && complete { // not from a -run subset
-		writeReport(t, time.Since(start))
+		writeReport(t, bins, time.Since(start))
 	}
 }
 
-func driveOnce(t *testing.T, sc *scenario, bin string, pool *pgxpool.Pool, url string, res *result) {
+func driveOnce(t *testing.T, sc *scenario, bins *binaries, pool *pgxpool.Pool, url string, res *result) {
 	t.Helper()
 	// Each iteration is a subtest so its servers and holders are cleaned up
 	// before the next starts.
@@ -603,7 +606,7 @@ func driveOnce(t *testing.T, sc *scenario, bin string, pool *pgxpool.Pool, url s
 			}
 		}()
 		n := seq.Add(1)
-		r := &run{t: t, sc: sc, bin: bin, regPool: pool, regURL: url,
+		r := &run{t: t, sc: sc, bins: bins, bin: bins.holder, regPool: pool, regURL: url,
 			key: fmt.Sprintf("faults/%s/%d/%d", sc.name, os.Getpid(), n)}
 		fenced, plain := r.key+"/fenced", r.key+"/plain"
 		newRegister(t, pool, fenced)
@@ -617,8 +620,8 @@ func driveOnce(t *testing.T, sc *scenario, bin string, pool *pgxpool.Pool, url s
 		if sc.brokenB != "" {
 			bArgs = append(bArgs, "-broken="+sc.brokenB)
 		}
-		r.a = startHolder(t, bin, 1, append(common, aArgs...)...)
-		r.b = startHolder(t, bin, 2, append(common, bArgs...)...)
+		r.a = startHolder(t, r.bin, 1, append(common, aArgs...)...)
+		r.b = startHolder(t, r.bin, 2, append(common, bArgs...)...)
 
 		if sc.before != nil {
 			sc.before(r)

@@ -26,7 +26,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // long reports whether the long form runs (LOCKX_FAULTS=long, make faults).
 func long() bool { return os.Getenv("LOCKX_FAULTS") == "long" }
 
-// event mirrors the holder's output (faults/internal/holder.Event).
+// event mirrors the holder's output (faults/internal/holderkit.Event).
 type event struct {
 	Ev      string `json:"ev"`
 	Client  int    `json:"client"`
@@ -43,15 +43,49 @@ type event struct {
 	Err     string `json:"err"`
 }
 
-// buildHolder compiles faults/internal/holder into dir.
-func buildHolder(t *testing.T, dir string) string {
+// binaries are the programs a test's holders and servers run: the holder
+// with the root module's backends, built at once, and the etcd program
+// (faults/etcd, a module of its own: an etcd server and a holder with
+// etcdlock), built the first time an etcd scenario runs.
+type binaries struct {
+	dir    string
+	holder string
+
+	etcdOnce sync.Once
+	etcd     string
+	etcdErr  error
+}
+
+// newBinaries builds the holder into a directory of t's.
+func newBinaries(t *testing.T) *binaries {
 	t.Helper()
-	bin := filepath.Join(dir, "holder")
-	cmd := exec.Command("go", "build", "-o", bin, "./internal/holder")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build holder: %v\n%s", err, out)
+	b := &binaries{dir: t.TempDir()}
+	var err error
+	if b.holder, err = goBuild(b.dir, "holder", ".", "./internal/holder"); err != nil {
+		t.Fatal(err)
 	}
-	return bin
+	return b
+}
+
+// etcdProgram builds faults/etcd once and returns its path.
+func (b *binaries) etcdProgram(t *testing.T) string {
+	t.Helper()
+	b.etcdOnce.Do(func() { b.etcd, b.etcdErr = goBuild(b.dir, "etcd", "etcd", ".") })
+	if b.etcdErr != nil {
+		t.Fatal(b.etcdErr)
+	}
+	return b.etcd
+}
+
+// goBuild compiles pkg of the module in the directory src into dir/name.
+func goBuild(dir, name, src, pkg string) (string, error) {
+	bin := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", bin, pkg)
+	cmd.Dir = src
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s in %s: %v\n%s", pkg, src, err, out)
+	}
+	return bin, nil
 }
 
 // holder is one holder process.

@@ -95,7 +95,7 @@ func notes() string {
 }
 
 // writeReport regenerates docs/reliability.md from the long run's results.
-func writeReport(t *testing.T, took time.Duration) {
+func writeReport(t *testing.T, bins *binaries, took time.Duration) {
 	t.Helper()
 	redisVer := "unknown"
 	if out, err := exec.Command("redis-server", "--version").Output(); err == nil {
@@ -111,9 +111,15 @@ func writeReport(t *testing.T, took time.Duration) {
 	if out, err := exec.Command("mariadbd", "--version").Output(); err == nil {
 		mariaVer = strings.TrimSpace(string(out))
 	}
+	etcdVer := "etcd unknown"
+	if bins.etcd != "" {
+		if out, err := exec.Command(bins.etcd, "server", "--version").Output(); err == nil {
+			etcdVer = strings.Join(strings.Fields(strings.SplitN(string(out), "\n", 2)[0]), " ")
+		}
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, reportHead, time.Now().UTC().Format("2006-01-02 15:04 MST"), commit(), runtime.Version(), runtime.GOOS, runtime.GOARCH,
-		runtime.NumCPU(), redisVer, pgVer, mariaVer, took.Round(time.Second))
+		runtime.NumCPU(), redisVer, pgVer, mariaVer, etcdVer, took.Round(time.Second))
 	b.WriteString(table())
 	b.WriteString(notes())
 	b.WriteString(extraSections())
@@ -155,11 +161,12 @@ is a fault injected into real processes by the suite in ` + "`faults/`" + `, and
 every number comes from checking what the protected resource accepted.
 
 - Generated: %s from %s, by ` + "`make faults`" + `, i.e. ` + "`LOCKX_FAULTS=long go test -race -count=1 -run Fault -v ./faults/...`" + `
-- Go %s %s/%s, %d CPUs (shared with other jobs); %s; PostgreSQL %s; %s
-- Long form: 5 runs per single-server and Redlock scenario, 2 per Sentinel, ZooKeeper and MariaDB scenario, 1 for the Cluster; took %s.
+- Go %s %s/%s, %d CPUs (shared with other jobs); %s; PostgreSQL %s; %s; %s
+- Long form: 5 runs per single-server, Redlock and etcd scenario, 2 per Sentinel, ZooKeeper and MariaDB scenario, 1 for the Cluster; took %s.
   ` + "`make test`" + ` runs the short form (one run each; watchdog-starved, which loads every
-  core, cluster-master-killed, whose failover takes 8–70 s, and mysql-restart only here) in about a minute
-  plus building the holder; the clock-step, sensitivity and wait-budget tests run in both forms.
+  core, cluster-master-killed, whose failover takes 8–70 s, and mysql-restart only here) in about two minutes
+  plus building the holders (the etcd program's first build, etcd's server included, takes a minute or two);
+  the clock-step, sensitivity and wait-budget tests run in both forms.
 
 ## Results
 
@@ -196,15 +203,20 @@ again, at most three extra times.
 const reportBody = `
 ## How each run goes
 
-Two holders, A and B, run as separate OS processes (` + "`faults/internal/holder`" + `),
+Two holders, A and B, run as separate OS processes (` + "`faults/internal/holder`" + `, or ` + "`faults/etcd`" + ` for etcd),
 so that they can be SIGSTOPped, resumed and killed; the lock servers are real
 redis-server processes started by ` + "`internal/testenv`" + ` (a private server,
-Sentinel group or Cluster per scenario), the machine's PostgreSQL, or a
+Sentinel group or Cluster per scenario), the machine's PostgreSQL, a
 standalone ZooKeeper from ` + "`internal/testenv`" + ` (shared, or private where the
-server is restarted). Leases
+server is restarted), the machine's or a private MariaDB, or real etcd
+server processes (` + "`testenv.StartEtcd`" + `, one or three members per run). The
+etcd holders and servers are one program, ` + "`faults/etcd`" + `, a module of its own
+as ` + "`lockx/etcdlock`" + ` is, which reuses the holder (` + "`faults/internal/holderkit`" + `)
+and runs etcd's own server main; the suite builds it when an etcd scenario
+first runs. Leases
 are 1 s on Redis (4 s for the short hang) and 2 s on PostgreSQL, renewed by
 the watchdog every third; ZooKeeper holders use a 1 s lease and a 1 s
-session timeout.
+session timeout; etcd holders 2 s (4 s where the leader is killed).
 The protected resource is a register — a PostgreSQL row that is never
 faulted — written twice per step, once fenced and once not.
 
@@ -283,6 +295,17 @@ tests use it in-process.
   server killed and restarted keeps its sessions: the holder, which declared
   its lock lost while disconnected, deletes its own node on reconnecting,
   and the waiter gets a greater token (the zxid epoch moved on).
+
+- **etcd hands over when the entry's lease runs out, and never earlier.** A
+  paused or cut-off holder's entry is deleted by etcd when its lease (the
+  watchdog's, in whole seconds) expires by the server's clock, and the next
+  waiter's watch fires; the grant came after the earliest end of the
+  holder's lease in every run. A lease revoked by an operator deletes the
+  entry at once: the holder's loss watch reports Lost within milliseconds
+  (the suite fails past 2 s). A killed leader changes nothing: a new one is
+  elected within about a second, extends every lease, and the holder's
+  renewals move to another member. A killed and restarted server keeps the
+  entry and its lease on disk.
 
 ## Clock steps
 
@@ -389,6 +412,15 @@ told before anyone else can be granted. A holder paused longer than the
 session wakes up to a lost lock, and only fencing stops its write. Tokens
 are czxids and rise across restarts.
 
+**etcd.** A lock is a key bound to a lease of its own, in the replicated
+state: a killed leader or a restarted server does not free it (a new leader
+extends every lease), and a paused or cut-off holder's lock is freed only
+once its lease has run out by the server's clock (checked against the
+holder's last acknowledged renewal on every run) or an operator revokes it,
+which the holder hears of at once through its loss watch. Only fencing stops
+a paused holder's write. Tokens are create revisions, which rise across
+elections and restarts.
+
 ## Not covered yet
 
 - Redlock: a clock jump on one node of the majority (Kleppmann's K2) and
@@ -402,13 +434,9 @@ are czxids and rise across restarts.
 - Fuzzing redislock's internal reply decoders and lockxd's protocol.
 - ZooKeeper ensembles (leader loss, a minority partition): the suite runs
   one standalone server.
-- etcd (lockx/etcdlock) is not in this suite: it is its own Go module, and
-  the holder process here is built from the root module, which does not
-  depend on etcd. Its fault tests (` + "`lockx/etcdlock/fault_test.go`" + `) run in one
-  process against embedded etcd members (` + "`etcdtest`" + `): a lease revoked behind
-  the holder, a member and the leader of three killed, a holder dying with
-  its lease, quorum lost. Holders there are not separate processes, and
-  their handovers are not timed against the lease as the rows above are.
+- etcd quorum loss and a minority partition: the suite kills the leader of
+  three members and restarts a single one; ` + "`lockx/etcdlock/fault_test.go`" + `
+  covers quorum loss in one process against embedded members.
 - A real restart of the machine's MariaDB: the scenarios that restart a
   server start a private mariadbd (` + "`testenv.StartMariaDB`" + `) instead.
 `
