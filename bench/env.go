@@ -159,7 +159,8 @@ func (e *Env) vacuumPG(ctx context.Context) error {
 }
 
 // PG returns a pool on the local PostgreSQL with room for conns
-// connections. A failure is retried for 15 s (on a shared machine the
+// connections (conns ≤ 0: pgxpool's default MaxConns, what a user who
+// does not size the pool gets). A failure is retried for 15 s (on a shared machine the
 // server is at times out of connections). If PostgreSQL has never answered,
 // the error matches errSkip and later calls fail at once: the PostgreSQL
 // rows are skipped. Once it has answered, a failure is reported for the
@@ -169,7 +170,9 @@ func (e *Env) PG(ctx context.Context, conns int) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: -pg: %w", errSkip, err)
 	}
-	cfg.MaxConns = int32(conns)
+	if conns > 0 {
+		cfg.MaxConns = int32(conns)
+	}
 	e.mu.Lock()
 	seen, down := e.pgSeen, e.pgDown
 	e.mu.Unlock()

@@ -15,19 +15,20 @@ import (
 
 // Sections and row names of the PostgreSQL tables.
 const (
-	pgSection       = "pg"
-	pgHotSection    = "pghot"
-	namePGRaw       = "raw pg_try_advisory_lock + pg_advisory_unlock, pinned conns"
-	namePGLockx     = "lockx Acquire + Release (pglock)"
-	namePGHotRaw    = "raw pg_try_advisory_lock, 1 ms sleep between tries"
-	namePGHotBlock  = "raw blocking pg_advisory_lock (PostgreSQL's own queue)"
-	namePGHotToken  = "raw blocking pg_advisory_lock + nextval, asynchronous commit (a fencing token per grant, nothing else)"
-	pgTokenSeq      = "lockxbench_fence" // the token row's sequence, in the bench database's search path
-	namePGHotLockx  = "lockx Acquire (pglock, defaults)"
-	namePGHotFair   = "lockx Acquire Fair() (pglock)"
-	pgKeyNamespace  = "lockxbench:" // advisory keys are hashed from this and the key, away from other users of the database
-	pgClientConns   = 6             // pool of each independent lockx client in the hot-key case: pglock's 2 holder sessions + 1 wait session (at most half the pool) + its listener + 2 spare
-	pgUncontendedNs = 32
+	pgSection        = "pg"
+	pgHotSection     = "pghot"
+	namePGRaw        = "raw pg_try_advisory_lock + pg_advisory_unlock, pinned conns"
+	namePGLockx      = "lockx Acquire + Release (pglock)"
+	namePGHotRaw     = "raw pg_try_advisory_lock, 1 ms sleep between tries"
+	namePGHotBlock   = "raw blocking pg_advisory_lock (PostgreSQL's own queue)"
+	namePGHotToken   = "raw blocking pg_advisory_lock + nextval, asynchronous commit (a fencing token per grant, nothing else)"
+	pgTokenSeq       = "lockxbench_fence" // the token row's sequence, in the bench database's search path
+	namePGHotLockx   = "lockx Acquire (pglock, defaults)"
+	namePGHotFair    = "lockx Acquire Fair() (pglock)"
+	namePGHotDefPool = "lockx Acquire (pglock, defaults, pgxpool's default MaxConns)"
+	pgKeyNamespace   = "lockxbench:" // advisory keys are hashed from this and the key, away from other users of the database
+	pgClientConns    = 6             // pool of each independent lockx client in the hot-key case: pglock's 2 holder sessions + 1 wait session (at most half the pool) + its listener + 2 spare
+	pgUncontendedNs  = 32
 )
 
 // pgKey maps a benchmark key to an advisory-lock key.
@@ -238,6 +239,15 @@ func pgCases() []*Case {
 		}),
 		hot(namePGHotLockx, false, func(ctx context.Context, e *Env) ([]Locker, func(), error) {
 			return hotPGLockx(ctx, e)
+		}),
+		// The pool a user gets without sizing it: pgxpool's default
+		// MaxConns (max(4, GOMAXPROCS)).
+		hot(namePGHotDefPool, false, func(ctx context.Context, e *Env) ([]Locker, func(), error) {
+			lks, err := openN(hotClients, func() (Locker, error) { return openPGLockx(ctx, e, 0) })
+			if err != nil {
+				return nil, nil, err
+			}
+			return lks, func() { closeAll(lks) }, nil
 		}),
 		// Every grant a handoff in arrival order, across 16 processes: the
 		// release's NOTIFY names the queue's head, which alone retries.

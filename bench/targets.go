@@ -199,6 +199,7 @@ func evalTargets(rs Results) []target {
 		}
 	}
 	out = append(out, pt)
+	out = append(out, pgQueueTargets(rs)...)
 	out = append(out, redlockTargets(rs)...)
 	out = append(out, patternTargets(rs)...)
 	return append(out, leaderTarget(rs))
@@ -329,6 +330,50 @@ func pairedTarget(issue, text string, r *Result, want float64) target {
 		t.status = statusMet
 	} else {
 		t.status = missed(num(got)+"×", "see docs/backends.md, Redis: batching")
+	}
+	return t
+}
+
+// pgQueueTargets checks issue 32: pglock on a hot key against PostgreSQL's
+// own queue with a token per grant (the floor of a lock with durable
+// tokens), with the bench's pool and with pgxpool's default MaxConns, and
+// the uncontended case against raw pairs.
+func pgQueueTargets(rs Results) []target {
+	var out []target
+	floor := rs.find(pgHotSection, hotGroup, namePGHotToken)
+	for _, row := range []struct{ name, text string }{
+		{namePGHotLockx, "the bench's pool"},
+		{namePGHotDefPool, "pgxpool's default MaxConns"},
+	} {
+		lx := rs.find(pgHotSection, hotGroup, row.name)
+		out = append(out,
+			ratioTarget("32", "PostgreSQL hot key, 16 clients, "+row.text+": pglock handoffs/s ≥ 0.9× blocking pg_advisory_lock + nextval", lx, floor, mRate, 0.9,
+				func(float64) string { return fmt.Sprintf("pglock p50 wait %s ms", num(med(lx, mP50))) }),
+			ceilingTarget("32", "PostgreSQL hot key, 16 clients, "+row.text+": pglock p99 handoff wait ≤ 1.5× blocking pg_advisory_lock + nextval's", lx, floor, mP99, 1.5))
+	}
+	g32 := groupGoroutines(pgUncontendedNs)
+	lx, raw := rs.find(pgSection, g32, namePGLockx), rs.find(pgSection, g32, namePGRaw)
+	out = append(out, ratioTarget("32", "PostgreSQL uncontended, 32 goroutines: pglock ≥ 1.2× raw advisory-lock pairs", lx, raw, mRate, 1.2,
+		func(float64) string {
+			return fmt.Sprintf("pglock p50 %s ms vs raw %s ms", num(med(lx, mP50)), num(med(raw, mP50)))
+		}))
+	return out
+}
+
+// ceilingTarget checks median(a/b per run) ≤ want.
+func ceilingTarget(issue, text string, a, b *Result, key string, want float64) target {
+	t := target{issue: issue, text: text, status: statusNA}
+	v := ratios(a, b, key)
+	if len(v) == 0 {
+		t.detail = skipReason(a, b)
+		return t
+	}
+	got := median(v)
+	t.detail = fmt.Sprintf("%s× (runs %s–%s); %s vs %s", num(got), num(slices.Min(v)), num(slices.Max(v)), num(med(a, key)), num(med(b, key)))
+	if got <= want {
+		t.status = statusMet
+	} else {
+		t.status = missed(num(got)+"×", fmt.Sprintf("%s handoffs/s", num(med(a, mRate))))
 	}
 	return t
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lockx-go/lockx/lockx/driver"
@@ -119,10 +120,15 @@ type pending struct {
 }
 
 // New returns a Backend that takes its connections from pool: up to
-// WithSessions holder sessions (default 2) and WithWaitSessions wait
-// sessions (default 1) — together never more than half the pool's
-// MaxConns — plus one listener session while anyone waits. The pool must
-// allow that many connections beyond what the application needs itself.
+// WithSessions holder sessions (default 2, never more than half the pool's
+// MaxConns) plus one listener session while anyone waits. Its
+// WithWaitSessions wait sessions (default 1) come from the pool while they
+// fit in that half with the holder sessions; the others are dedicated
+// connections the Backend opens itself with the pool's connection config
+// (and its BeforeConnect and AfterConnect hooks), outside MaxConns, so a
+// pool of pgxpool's default size still hands a hot key over inside the
+// server. The pool must allow the holder and listener sessions beyond what
+// the application needs itself.
 // Nothing is connected until first use; the schema is created then (see
 // Migrate, WithoutAutoMigrate).
 //
@@ -134,10 +140,11 @@ func New(pool *pgxpool.Pool, opts ...Option) *Backend {
 	}
 	if pool != nil {
 		// Holder sessions never take more than half the pool: the listener
-		// and the application need connections too.
+		// and the application need connections too. Wait sessions take
+		// what is left of that half; the rest are dedicated connections.
 		half := int(pool.Config().MaxConns) / 2
 		cfg.sessions = max(1, min(cfg.sessions, half))
-		cfg.waitSessions = max(0, min(cfg.waitSessions, half-cfg.sessions))
+		cfg.poolWait = max(0, min(cfg.waitSessions, half-cfg.sessions))
 	}
 	n := newNames(cfg.schema)
 	b := &Backend{
@@ -206,19 +213,19 @@ func (b *Backend) session(ctx context.Context, idx int) (*session, error) {
 func (b *Backend) connect(ctx context.Context, idx int) (*session, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.connectTimeout)
 	defer cancel()
-	conn, err := b.pool.Acquire(ctx)
+	conn, release, err := b.dial(ctx, idx)
 	if err != nil {
 		return nil, fmt.Errorf("pglock: connect: %w", err)
 	}
-	pg := conn.Conn().PgConn()
+	pg := conn.PgConn()
 	if err := checkPooler(ctx, pg, &b.pool.Config().ConnConfig.Config); err != nil {
 		_ = pg.Close(context.Background())
-		conn.Release()
+		release()
 		return nil, err
 	}
 	err = b.prepare(ctx, conn)
 	if err != nil && isMissingSchema(err) && b.cfg.autoMigrate {
-		if err = migrate(ctx, conn.Conn(), b.cfg.schema); err == nil {
+		if err = migrate(ctx, conn, b.cfg.schema); err == nil {
 			// Statements prepared before the failing one persist (prepared
 			// statements are not transactional). This connection never goes
 			// back to the pool open, so dropping them all is safe.
@@ -230,25 +237,58 @@ func (b *Backend) connect(ctx context.Context, idx int) (*session, error) {
 	if err == nil {
 		err = b.guardFence(ctx, conn)
 		if err != nil && isMissingSchema(err) && b.cfg.autoMigrate { // a schema from before lockx_epoch
-			if err = migrate(ctx, conn.Conn(), b.cfg.schema); err == nil {
+			if err = migrate(ctx, conn, b.cfg.schema); err == nil {
 				err = b.guardFence(ctx, conn)
 			}
 		}
 	}
 	if err != nil {
 		_ = pg.Close(context.Background())
-		conn.Release()
+		release()
 		if isMissingSchema(err) {
 			return nil, fmt.Errorf("pglock: schema %s is missing: run pglock.Migrate: %w", b.names.schema, err)
 		}
 		return nil, usageError(err, b.names)
 	}
-	return &session{b: b, idx: idx, conn: conn, pg: pg, pid: pg.PID(), wake: make(chan struct{}, 1), waiting: idx >= b.cfg.sessions}, nil
+	return &session{b: b, idx: idx, release: release, pg: pg, pid: pg.PID(), wake: make(chan struct{}, 1), waiting: idx >= b.cfg.sessions}, nil
+}
+
+// dial opens session idx's connection: from the pool for the holder
+// sessions and the wait sessions that fit in it (see New), otherwise a
+// dedicated connection made as the pool would make it. release gives a
+// pool connection back once the caller has closed it (the pool then
+// destroys it); for a dedicated one closing is all.
+func (b *Backend) dial(ctx context.Context, idx int) (conn *pgx.Conn, release func(), err error) {
+	if idx < b.cfg.sessions+b.cfg.poolWait {
+		c, err := b.pool.Acquire(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		return c.Conn(), c.Release, nil
+	}
+	pc := b.pool.Config()
+	cc := pc.ConnConfig.Copy()
+	if pc.BeforeConnect != nil {
+		if err := pc.BeforeConnect(ctx, cc); err != nil {
+			return nil, nil, err
+		}
+	}
+	conn, err = pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return nil, nil, err
+	}
+	if pc.AfterConnect != nil {
+		if err := pc.AfterConnect(ctx, conn); err != nil {
+			_ = conn.Close(context.Background())
+			return nil, nil, err
+		}
+	}
+	return conn, func() {}, nil
 }
 
 // prepare prepares every statement in one pipeline (one round trip).
-func (b *Backend) prepare(ctx context.Context, conn *pgxpool.Conn) error {
-	p := conn.Conn().PgConn().StartPipeline(ctx)
+func (b *Backend) prepare(ctx context.Context, conn *pgx.Conn) error {
+	p := conn.PgConn().StartPipeline(ctx)
 	for name, sql := range b.stmts {
 		p.SendPrepare(name, sql, nil)
 	}

@@ -126,14 +126,19 @@
 //
 // # Connection budget
 //
-// A Backend uses at most WithSessions holder sessions and WithWaitSessions
-// wait sessions (together capped at half the pool's MaxConns) plus one
-// listener session while anything waits, however many locks are held or
-// awaited: with the defaults, 4 connections for 1,000 held locks and 100
-// waiters alike, and a pool of at least 6. A pool smaller than that gets
-// fewer: with pgxpool's default MaxConns of 4 (on up to 4 cores) a Backend
-// has 2 holder sessions and no wait session, so every waiter is woken by
-// notification. Extra holder sessions cost server CPU per lock on a small
+// A Backend uses at most WithSessions holder sessions (capped at half the
+// pool's MaxConns) and WithWaitSessions wait sessions plus one listener
+// session while anything waits, however many locks are held or awaited:
+// with the defaults, 4 server sessions for 1,000 held locks and 1,000
+// waiters on one key alike (TestThousandWaitersOneKey counts them in
+// pg_stat_activity). Wait sessions come from the pool while they fit in its
+// half beside the holder sessions; otherwise the Backend opens them itself
+// as dedicated connections with the pool's config, outside MaxConns: with
+// pgxpool's default MaxConns of 4 (on up to 4 cores) a Backend has 2 holder
+// sessions from the pool and 1 dedicated wait session, so a hot key is
+// still handed over in the server's lock queue rather than by notification
+// and a re-attempt. Count them in the server's max_connections. Extra
+// holder sessions cost server CPU per lock on a small
 // server (their batches are smaller; see WithSessions) and extra wait
 // sessions help only processes in which several goroutines wait for one
 // key. Keep max_locks_per_transaction × max_connections above the number

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5"
 )
 
 // fenceMargin is how far the fence sequence is moved ahead, durably, when
@@ -35,16 +35,16 @@ const fenceMargin = 1 << 30
 // draws is above every token drawn before that crash. Sessions of a crashed
 // server die with it, so no grant is made by a session that did not check.
 // With the marker present the check writes nothing, so it costs no flush.
-func (b *Backend) guardFence(ctx context.Context, conn *pgxpool.Conn) error {
+func (b *Backend) guardFence(ctx context.Context, conn *pgx.Conn) error {
 	n := b.names
-	_, err := conn.Conn().PgConn().Exec(ctx, `SELECT set_config('synchronous_commit', 'on', true),
+	_, err := conn.PgConn().Exec(ctx, `SELECT set_config('synchronous_commit', 'on', true),
 	CASE WHEN EXISTS (SELECT 1 FROM `+n.epoch+`) THEN 0
 		ELSE setval(`+n.fenceLit+`::regclass, nextval(`+n.fenceLit+`::regclass) + `+strconv.Itoa(fenceMargin)+`) END;
 INSERT INTO `+n.epoch+` (id) SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM `+n.epoch+`) ON CONFLICT DO NOTHING`).ReadAll()
 	if err != nil {
 		return err
 	}
-	if err := conn.Conn().PgConn().Exec(ctx, sessionSettings).Close(); err != nil {
+	if err := conn.PgConn().Exec(ctx, sessionSettings).Close(); err != nil {
 		return fmt.Errorf("pglock: %w", err)
 	}
 	return nil

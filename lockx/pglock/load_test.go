@@ -201,3 +201,83 @@ func TestWaitSliceTimeouts(t *testing.T) {
 		}
 	}
 }
+
+// serverSessions counts the server sessions of the test's schema (its
+// application_name): pool, dedicated and listener connections alike.
+func (e *env) serverSessions(t *testing.T, ctx context.Context) int {
+	t.Helper()
+	var n int
+	if err := e.pool.QueryRow(ctx, "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE application_name = $1", e.schema).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// 1,000 waiters on one key, in one process, need no session each: the
+// waiting Backend uses its holder sessions, its one wait session (where one
+// waiter queues in the server's lock queue) and its listener (the others
+// are woken by NOTIFY). The server sessions of the test's schema are
+// counted in pg_stat_activity while all of them wait; then the waiters
+// give up (a context cancelled) and none of them was granted the held key.
+// Handing the key to all 1,000 in turn took 10 s here (every release wakes
+// every local waiter), too long for a test.
+func TestThousandWaitersOneKey(t *testing.T) {
+	const waiters = 1000
+	e := newEnv(t, 12)
+	holder, _ := e.client(t, pglock.WithSessions(1))
+	crowd, cb := e.client(t)
+	ctx := ctxT(t, 60*time.Second)
+	l, err := holder.Acquire(ctx, "crowd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var started, granted atomic.Int64
+	var wg sync.WaitGroup
+	for range waiters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			started.Add(1)
+			l, err := crowd.Acquire(wctx, "crowd")
+			if err == nil {
+				granted.Add(1)
+				_ = l.Release(context.Background())
+			}
+		}()
+	}
+	// Every waiter has started, one queues on the wait session and the
+	// others listen.
+	for {
+		if _, wait, listening := cb.Connected(); started.Load() == waiters && wait == 1 && listening {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the waiters did not settle: no wait session or no listener")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	most := 0
+	for range 20 {
+		most = max(most, e.serverSessions(t, ctx))
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	wg.Wait()
+	// Two Backends: the holder's 1 holder session, the crowd's 2 holder
+	// sessions, 1 wait session and 1 listener; besides them only the test
+	// pool's idle connections (Migrate's, the count's own).
+	const bound = 1 + pglock.DefaultSessions + pglock.DefaultWaitSessions + 1
+	idle := int(e.pool.Stat().IdleConns())
+	t.Logf("%d waiters on one key: %d server sessions (Backends' bound %d, %d idle pool connections)", waiters, most, bound, idle)
+	if most > bound+idle {
+		t.Fatalf("%d server sessions for %d waiters, bound %d + %d idle pool connections", most, waiters, bound, idle)
+	}
+	if n := granted.Load(); n != 0 {
+		t.Fatalf("%d waiters were granted a key that was held all along", n)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

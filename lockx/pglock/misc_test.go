@@ -3,6 +3,7 @@ package pglock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -123,8 +124,21 @@ func TestWakeUpByNotify(t *testing.T) {
 // session ahead of contention. (The wait slice is longer than the wait
 // here: a wait that outlasts its slice goes back to the Client, which then
 // watches.)
+//
+// It holds with pgxpool's default MaxConns too (4 on this machine's cores;
+// the test fixes 4): the wait session is then a dedicated connection, not a
+// pool one, so the waiter still queues in the server instead of waiting by
+// notification. With the wait session taken from the pool only (the
+// behaviour before dedicated wait sessions) the pool of 4 leaves none and
+// the subtest fails on "did not connect the wait session".
 func TestFirstWaitQueuesOnWaitSession(t *testing.T) {
-	e := newEnv(t, 20)
+	for _, conns := range []int32{20, 4} {
+		t.Run(fmt.Sprintf("MaxConns=%d", conns), func(t *testing.T) { firstWaitQueues(t, conns) })
+	}
+}
+
+func firstWaitQueues(t *testing.T, conns int32) {
+	e := newEnv(t, conns)
 	holder, _ := e.client(t)
 	waiter, wb := e.client(t, pglock.WithWaitSlice(time.Minute))
 	ctx := ctxT(t, 20*time.Second)

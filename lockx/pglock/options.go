@@ -26,6 +26,7 @@ type config struct {
 	namespace      string
 	sessions       int
 	waitSessions   int
+	poolWait       int // wait sessions taken from the pool (New); the rest are dedicated
 	waitSlice      time.Duration
 	health         time.Duration
 	stmtTimeout    time.Duration
@@ -104,10 +105,12 @@ func WithSessions(n int) Option {
 	}
 }
 
-// WithWaitSessions sets how many wait sessions (pool connections) a Backend
-// may keep for waiters that queue in PostgreSQL's own lock queue (default 1,
-// 0 to never queue there; never more than the pool's MaxConns/2 minus the
-// holder sessions). A plain Acquire that was refused once and waits blocks
+// WithWaitSessions sets how many wait sessions a Backend may keep for
+// waiters that queue in PostgreSQL's own lock queue (default 1, 0 to never
+// queue there). They are pool connections while they fit in half the
+// pool's MaxConns beside the holder sessions, and otherwise dedicated
+// connections the Backend opens with the pool's config (see New): the
+// budget is kept whatever the pool's size. A plain Acquire that was refused once and waits blocks
 // in pg_advisory_lock on a free wait session, so the release hands the lock
 // over inside the server, in order, without a NOTIFY and a competing
 // re-attempt. A wait session serves one waiter at a time and then holds its

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lockx-go/lockx/lockx/driver"
 )
 
@@ -29,11 +28,12 @@ import (
 // run under the statement timeout instead, and a caller that stops waiting
 // leaves the statement to finish (see Backend.acquire).
 type session struct {
-	b    *Backend
-	idx  int
-	conn *pgxpool.Conn
-	pg   *pgconn.PgConn
-	pid  uint32
+	b   *Backend
+	idx int
+	// release gives a pool connection back after closeConn closed it.
+	release func()
+	pg      *pgconn.PgConn
+	pid     uint32
 	// waiting marks a wait session: it takes only blocking acquisitions
 	// (acquireWait), one at a time, and then carries their holds.
 	waiting bool
@@ -513,5 +513,5 @@ func (s *session) closeConn() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_ = s.pg.Close(ctx)
-	s.conn.Release() // the pool destroys a closed connection
+	s.release() // the pool destroys a closed connection
 }
