@@ -8,43 +8,41 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// batchFlights is how many pipelines a batcher has on the wire at most.
-// One goes out as soon as none is; while f are, the next goes out once
-// 4f-2 calls wait (2, 6, 10): the more pipelines are out, the more calls a
-// new one must carry to be worth its system calls. Otherwise calls wait for
-// a pipeline to come back and go out together then.
+// batchFlights is how many calls or pipelines a batcher has on the wire at
+// most. A call that finds fewer out goes out at once, alone, on a connection
+// of its own from the client's pool, as it would without lockx: with no one
+// to batch with, waiting for someone would only cost it a round trip. Calls
+// queue only while batchFlights are out, and the first of them to come back
+// sends the queue as one pipeline.
 //
-// go-redis's blocking autopipeliner sends one batch (of up to 300 calls) at
-// a time by default: Redis runs the batch's scripts while the client waits,
-// then the client reads the replies and its goroutines make their next
-// calls while Redis waits, so the two take turns. With several batches on
-// the wire, one is being run while others are read and refilled:
-// uncontended acquire + release pairs rose from 39k to 50k a second with 16
-// goroutines and from 58–62k to 83–85k with 64, on two cores
-// (docs/backends.md, "Several batches on the wire"). Asking go-redis's
-// autopipeliner for several batches is no option: it is cached per client
-// and the first caller's options win, so lockx would impose them on the
-// application's own pipelining, and a WithTimeout clone, which caches one
-// of its own, drops the client's hooks (tracing, metrics).
+// With few callers (up to batchFlights) every call is a plain command, so
+// batching never costs a caller anything; with many, batchFlights pipelines
+// take turns with the server: one is being run while others are read and
+// refilled. Asking go-redis's autopipeliner for several batches is no
+// option: it is cached per client and the first caller's options win, so
+// lockx would impose them on the application's own pipelining, and a
+// WithTimeout clone, which caches one of its own, drops the client's hooks
+// (tracing, metrics). docs/backends.md, "What batches, and how", has the
+// measurements.
 const batchFlights = 4
 
 // batcher coalesces the commands of concurrent goroutines into pipelines of
 // a go-redis client (pipe: rdb.Pipeline), so they run through the client's
 // hooks and connection pools like any pipeline of the application's. It
-// has no goroutine of its own: a caller that finds the line free sends the
-// waiting calls, its own among them, as one pipeline, and when that
-// pipeline's replies are in, hands whatever queued up meanwhile to the
-// first of those callers to send next. While pipelines are on the wire new
-// calls wait in the queue, unless enough of them are waiting to send one
-// more (batchFlights): then the last to arrive sends them.
+// has no goroutine of its own. A call that finds fewer than batchFlights
+// calls or pipelines out is sent at once by its own goroutine as a plain
+// command (one: rdb.Process). Otherwise it waits in the queue; the first
+// flight to come back hands the queue to the first of its calls, which
+// sends it, its own call among them, as one pipeline.
 // Each call keeps its own command, so its reply or error is its own; every
 // caller waits for its reply, as with a plain client.
 type batcher struct {
 	pipe func() redis.Pipeliner
+	one  func(ctx context.Context, cmd redis.Cmder) error
 
 	mu     sync.Mutex
-	queue  []*pending
-	flying int // pipelines on the wire, or being handed on
+	queue  []*pending // not empty only while batchFlights are out
+	flying int        // calls or pipelines on the wire, or being handed on
 }
 
 // pending is one call waiting in a batcher.
@@ -58,28 +56,34 @@ type pending struct {
 
 var pendingPool = sync.Pool{New: func() any { return &pending{turn: make(chan []*pending, 1)} }}
 
-// Process sends cmd in a pipeline with the commands of other goroutines
-// under way at the same time and returns when it has its reply.
+// Process sends cmd at once if fewer than batchFlights calls are out, else
+// in a pipeline with the commands of other goroutines waiting meanwhile,
+// and returns when it has its reply.
 func (b *batcher) Process(ctx context.Context, cmd redis.Cmder) error {
+	b.mu.Lock()
+	if b.flying < batchFlights {
+		b.flying++
+		b.mu.Unlock()
+		b.sendOne(ctx, cmd)
+		return cmd.Err()
+	}
 	p := pendingPool.Get().(*pending)
 	p.ctx, p.cmd = ctx, cmd
-	b.mu.Lock()
 	b.queue = append(b.queue, p)
-	var batch []*pending
-	if b.flying == 0 || (b.flying < batchFlights && len(b.queue) >= 4*b.flying-2) {
-		b.flying++
-		batch, b.queue = b.queue, nil
-	}
 	b.mu.Unlock()
-	if batch == nil {
-		batch = <-p.turn
-	}
-	if batch != nil {
+	if batch := <-p.turn; batch != nil {
 		b.send(batch, p)
 	}
 	p.ctx, p.cmd = nil, nil
 	pendingPool.Put(p)
 	return cmd.Err()
+}
+
+// sendOne sends cmd alone, with its caller's context, and then hands on
+// the calls that queued meanwhile, even if the client panics (see send).
+func (b *batcher) sendOne(ctx context.Context, cmd redis.Cmder) {
+	defer b.finish(nil, nil)
+	_ = b.one(ctx, cmd)
 }
 
 // send runs batch, self's call among them, as one pipeline, tells the other

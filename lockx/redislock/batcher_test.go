@@ -60,7 +60,7 @@ func TestBatcher(t *testing.T) {
 	rdb.AddHook(&w)
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 
-	b := &batcher{pipe: rdb.Pipeline}
+	b := &batcher{pipe: rdb.Pipeline, one: rdb.Process}
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for g := range 64 {
@@ -103,6 +103,44 @@ func TestBatcher(t *testing.T) {
 	}
 }
 
+// TestBatcherFewCallers: with no more callers than batchFlights no call
+// waits to be batched: each goes out at once as a plain command, so the
+// client's pipeline hook sees no pipeline at all.
+func TestBatcherFewCallers(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t), PoolSize: batchFlights})
+	t.Cleanup(func() { _ = rdb.Close() })
+	var w pipeWatch
+	rdb.AddHook(&w)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b := &batcher{pipe: rdb.Pipeline, one: rdb.Process}
+	var wg sync.WaitGroup
+	var calls atomic.Int64
+	for g := range batchFlights {
+		wg.Go(func() {
+			for i := range 500 {
+				msg := fmt.Sprintf("%d/%d", g, i)
+				cmd := redis.NewStringCmd(ctx, "echo", msg)
+				if err := b.Process(ctx, cmd); err != nil || cmd.Val() != msg {
+					t.Errorf("call %s: got %q, %v", msg, cmd.Val(), err)
+					return
+				}
+				calls.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if calls.Load() != 500*batchFlights {
+		t.Fatalf("%d of %d calls answered", calls.Load(), 500*batchFlights)
+	}
+	if n := w.pipes.Load(); n != 0 {
+		t.Errorf("%d callers: %d pipelines sent, want every call sent alone", batchFlights, n)
+	}
+	if b.flying != 0 || len(b.queue) != 0 {
+		t.Errorf("idle batcher: %d out, %d calls queued", b.flying, len(b.queue))
+	}
+}
+
 // TestBatcherServerDown: when the pipeline cannot be sent, every call in it
 // gets the error, and the batcher goes on with the next calls.
 func TestBatcherServerDown(t *testing.T) {
@@ -113,7 +151,7 @@ func TestBatcherServerDown(t *testing.T) {
 	defer func() { _ = rdb.Close() }()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b := &batcher{pipe: rdb.Pipeline}
+	b := &batcher{pipe: rdb.Pipeline, one: rdb.Process}
 	var wg sync.WaitGroup
 	var failed atomic.Int64
 	for range 16 {
@@ -134,11 +172,19 @@ func TestBatcherServerDown(t *testing.T) {
 	}
 }
 
-// panicky is a go-redis hook whose pipelines panic while on is set.
+// panicky is a go-redis hook whose commands and pipelines panic while on
+// is set.
 type panicky struct{ on atomic.Bool }
 
-func (h *panicky) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (h *panicky) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *panicky) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *panicky) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.on.Load() {
+			panic("hook")
+		}
+		return next(ctx, cmd)
+	}
+}
 func (h *panicky) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		if h.on.Load() {
@@ -148,9 +194,10 @@ func (h *panicky) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 	}
 }
 
-// TestBatcherPanic: a pipeline that panics (an application's hook) panics
-// its sender, as a plain call would, but every other call of the batch
-// gets an error instead of waiting for ever, and the batcher goes on.
+// TestBatcherPanic: a call or pipeline that panics (an application's hook)
+// panics its sender, as a plain call would, but every other call of the
+// batch gets an error instead of waiting for ever, and the batcher goes on:
+// a call sent alone hands on the calls queued behind it as well.
 func TestBatcherPanic(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -158,7 +205,7 @@ func TestBatcherPanic(t *testing.T) {
 	rdb.AddHook(&h)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b := &batcher{pipe: rdb.Pipeline}
+	b := &batcher{pipe: rdb.Pipeline, one: rdb.Process}
 	h.on.Store(true)
 	var wg sync.WaitGroup
 	var panics, failed atomic.Int64

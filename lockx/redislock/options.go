@@ -104,11 +104,11 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 }
 
 // WithAutoPipeline turns the batching of concurrent calls on or off
-// (default on). On, a call goes straight to the client when it is the
-// backend's only call in flight (the latency of one round trip), and
-// through the backend's batcher when other calls are in flight: the calls
-// of the goroutines under way at once go out together as pipelines of the
-// client (through its hooks), up to four on the wire at once per node, with
+// (default on). On, a call goes straight to the client, alone, while fewer
+// than four calls or pipelines of the backend are on the wire (per node),
+// so with few callers nothing waits to be batched; beyond that the calls of
+// the goroutines under way at once queue and go out together as one
+// pipeline of the client (through its hooks) when a flight comes back, with
 // the same replies, far fewer system calls on both ends and a much higher
 // throughput. Off, every call is its own round trip on a pooled connection.
 func WithAutoPipeline(on bool) Option { return func(c *config) { c.autoPipeline = on } }

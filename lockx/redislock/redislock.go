@@ -21,7 +21,7 @@ import (
 // Create it with New; it is safe for concurrent use.
 type Backend struct {
 	rdb redis.UniversalClient
-	run processor // script calls: rdb, or rdb and a batcher (hybrid)
+	run processor // script calls: rdb, or a batcher over it
 	// routed: rdb picks a node by key, so a call's first key must be a
 	// string (anything but the plain and failover *redis.Client).
 	routed bool
@@ -74,9 +74,9 @@ func New(rdb redis.UniversalClient, opts ...Option) *Backend {
 	if b.err == nil && b.cfg.autoPipeline {
 		if cc, ok := rdb.(*redis.ClusterClient); ok {
 			// A batcher per master node (scripts.go: nodeBatched).
-			b.run = &hybrid{direct: rdb, batched: &nodeBatched{cc: cc}}
+			b.run = &nodeBatched{cc: cc}
 		} else {
-			b.run = &hybrid{direct: rdb, batched: &batcher{pipe: rdb.Pipeline}}
+			b.run = &batcher{pipe: rdb.Pipeline, one: rdb.Process}
 		}
 	}
 	b.n.init(b)

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/lockx-go/lockx/lockx/driver"
@@ -131,27 +130,9 @@ func newLibrary(helpers []string, scripts ...*script) string {
 	return b.String()
 }
 
-// processor runs one command: a redis.UniversalClient, a batcher or a
-// hybrid of both.
+// processor runs one command: a redis.UniversalClient or a batcher.
 type processor interface {
 	Process(ctx context.Context, cmd redis.Cmder) error
-}
-
-// hybrid sends a command straight to the client while no other command of
-// the backend is in flight, for the latency of a lone round trip, and
-// through the batcher while others are, so that concurrent commands share
-// round trips.
-type hybrid struct {
-	direct, batched processor
-	inflight        atomic.Int64
-}
-
-func (h *hybrid) Process(ctx context.Context, cmd redis.Cmder) error {
-	defer h.inflight.Add(-1)
-	if h.inflight.Add(1) == 1 {
-		return h.direct.Process(ctx, cmd)
-	}
-	return h.batched.Process(ctx, cmd)
 }
 
 // nodeBatched batches the commands of a Cluster per master node: each goes
@@ -178,7 +159,7 @@ func (n *nodeBatched) Process(ctx context.Context, cmd redis.Cmder) error {
 	}
 	bt, ok := n.nodes.Load(node)
 	if !ok {
-		bt, _ = n.nodes.LoadOrStore(node, &batcher{pipe: node.Pipeline})
+		bt, _ = n.nodes.LoadOrStore(node, &batcher{pipe: node.Pipeline, one: node.Process})
 	}
 	err = bt.(*batcher).Process(ctx, cmd)
 	var reply redis.Error
