@@ -71,6 +71,8 @@ type Quorum struct {
 	// away a grant the new attempt counted, and nobody waits for it.
 	lmu  sync.Mutex
 	late map[lateKey]*lateState
+
+	yields yields // fair waiters keeping their place (quorum_yield.go)
 }
 
 type lateKey struct {
@@ -425,6 +427,7 @@ func (q *Quorum) Acquire(ctx context.Context, req driver.Request) (driver.Result
 		budget = q.cfg.nodeTimeout
 	}
 	skip := q.beginAttempt(req.Key, req.Owner)
+	fairWait := req.Fair && req.Wait
 	probe := !q.verified.Load()
 	n, maj := len(q.nodes), q.quorum
 	var decided sync.WaitGroup
@@ -446,7 +449,13 @@ func (q *Quorum) Acquire(ctx context.Context, req driver.Request) (driver.Result
 		func(ans []nodeAnswer) bool {
 			// A failure is decided once too many nodes said no. A success
 			// waits for every node (or the node timeout), so that the token
-			// and the set of holding nodes do not depend on stragglers.
+			// and the set of holding nodes do not depend on stragglers. So
+			// does a fair waiter's failure: it is queued on every node that
+			// answers before the attempt returns, and a grant among the
+			// answers is yielded rather than released (quorum_yield.go).
+			if fairWait {
+				return false
+			}
 			r := 0
 			for _, a := range ans {
 				if a.ok && (a.err != nil || !a.res.Acquired) {
@@ -489,24 +498,29 @@ func (q *Quorum) Acquire(ctx context.Context, req driver.Request) (driver.Result
 	}
 	if dupErr == nil && granted >= maj && validity > 0 && ctx.Err() == nil {
 		decided.Done()
+		if fairWait {
+			q.yields.end(lateKey{req.Key, req.Owner})
+		}
 		return driver.Result{Acquired: true, Token: tok, TTL: validity}, nil
 	}
 	decided.Done()
 	// Take back what may have been granted: only where a node granted or
-	// did not answer. A refusing node granted nothing.
-	var undo []*quorumNode
+	// did not answer. A refusing node granted nothing. A fair waiter first
+	// in line on a majority yields its grants, keeping its place
+	// (quorum_yield.go).
+	yield := fairWait && granted > 0 && granted < maj && dupErr == nil && ctx.Err() == nil && q.keepPlace(req, ans)
+	var wg sync.WaitGroup
 	for i, a := range ans {
-		if a.ok && (a.res.Acquired || (a.err != nil && !notSent(a.err))) {
-			undo = append(undo, q.nodes[i])
-		}
-	}
-	if len(undo) > 0 {
-		var wg sync.WaitGroup
-		for _, nd := range undo {
+		nd := q.nodes[i]
+		switch {
+		case !a.ok:
+		case yield && a.err == nil && a.res.Acquired:
+			wg.Go(func() { q.yieldNode(nd, req) })
+		case a.res.Acquired || (a.err != nil && !notSent(a.err)):
 			wg.Go(func() { q.releaseNode(nd, req.Key, req.Owner) })
 		}
-		wg.Wait()
 	}
+	wg.Wait()
 	switch {
 	case dupErr != nil:
 		return driver.Result{}, dupErr
@@ -687,6 +701,7 @@ func (q *Quorum) Release(ctx context.Context, key string, owner driver.Owner) er
 		func(ctx context.Context, _ int, nd *quorumNode) nodeAnswer {
 			return nodeAnswer{err: nd.b.Release(ctx, key, owner)}
 		}, nil, nil)
+	q.yields.end(lateKey{key, owner})
 	released, notHeld := 0, 0
 	for _, a := range ans {
 		switch {
