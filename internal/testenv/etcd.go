@@ -12,8 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -45,14 +43,9 @@ type EtcdMember struct {
 	// Pid is the process id of the server.
 	Pid int
 
-	peerPort int
-	args     []string
-	bin      string
-
-	mu    sync.Mutex
-	cmd   *exec.Cmd
-	done  <-chan struct{}
-	freed bool
+	args []string
+	bin  string
+	proc // Kill, Restart (waiting until the member is healthy), Running
 }
 
 // StartEtcd starts an etcd cluster of n members (n ≥ 1) for the calling
@@ -70,11 +63,7 @@ func StartEtcd(t testing.TB, n int, bin string, serverArgs ...string) *Etcd {
 	for try := 0; try < 5; try++ {
 		e, err := startEtcd(t.TempDir(), n, bin, serverArgs)
 		if err == nil {
-			t.Cleanup(func() {
-				for _, m := range e.Members {
-					m.retire()
-				}
-			})
+			t.Cleanup(e.retire)
 			return e
 		}
 		if !errors.Is(err, errPortTaken) {
@@ -100,13 +89,19 @@ func startEtcd(dir string, n int, bin string, serverArgs []string) (*Etcd, error
 			p[j] = port
 		}
 		m := &EtcdMember{Name: fmt.Sprintf("m%d", i), Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(p[0])),
-			Dir: filepath.Join(dir, fmt.Sprintf("m%d", i)), peerPort: p[1], bin: bin}
+			Dir: filepath.Join(dir, fmt.Sprintf("m%d", i)), bin: bin}
 		m.ClientURL = "http://" + m.Addr
+		m.init("etcd "+m.Name, m.Addr, p[:], &m.Pid, filepath.Join(m.Dir, "etcd.log"), func() error {
+			if err := m.spawnLocked(); err != nil {
+				return err
+			}
+			return m.waitLocked()
+		})
 		e.Members = append(e.Members, m)
 		initial = append(initial, fmt.Sprintf("%s=http://127.0.0.1:%d", m.Name, p[1]))
 	}
 	for _, m := range e.Members {
-		peer := fmt.Sprintf("http://127.0.0.1:%d", m.peerPort)
+		peer := fmt.Sprintf("http://127.0.0.1:%d", m.ports[1])
 		m.args = append(append([]string(nil), serverArgs...),
 			"--name", m.Name, "--data-dir", filepath.Join(m.Dir, "data"),
 			"--listen-client-urls", m.ClientURL, "--advertise-client-urls", m.ClientURL,
@@ -114,7 +109,7 @@ func startEtcd(dir string, n int, bin string, serverArgs []string) (*Etcd, error
 			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-token", "lockx-testenv",
 			"--initial-cluster-state", "new", // ignored once the data directory exists (Restart)
 			"--heartbeat-interval", "50", "--election-timeout", "500", "--unsafe-no-fsync",
-			"--log-level", "error", "--log-outputs", filepath.Join(m.Dir, "etcd.log"))
+			"--log-level", "error", "--log-outputs", m.log)
 		if err := os.MkdirAll(m.Dir, 0o755); err != nil {
 			e.retire()
 			return nil, err
@@ -203,113 +198,34 @@ func EtcdCall(base, path string, req, resp any) error {
 	return json.Unmarshal(b, resp)
 }
 
-// Kill crashes the member: SIGKILL to its pid, returning once it has been
-// reaped. Restart brings it back on the same ports and data.
-func (m *EtcdMember) Kill() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.stopLocked(syscall.SIGKILL)
-}
-
-// Restart starts the member again (stopping it first if it runs) on its
-// ports and data directory, and waits until it is healthy: back in the
-// cluster, which has a leader.
-func (m *EtcdMember) Restart(tb testing.TB) {
-	tb.Helper()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.freed {
-		tb.Fatalf("testenv: Restart of etcd %s after its test ended", m.Addr)
-	}
-	err := restartLocked(m.stopLocked, m.spawnLocked)
-	if err == nil {
-		err = m.waitLocked()
-	}
-	if err != nil {
-		tb.Fatalf("testenv: restarting etcd on %s: %v", m.Addr, err)
-	}
-}
-
-// Running reports whether the member's process is alive.
-func (m *EtcdMember) Running() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cmd == nil {
-		return false
-	}
-	select {
-	case <-m.done:
-		return false
-	default:
-		return true
-	}
-}
-
-func (m *EtcdMember) retire() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.stopLocked(syscall.SIGTERM)
-	if !m.freed {
-		m.freed = true
-		_, port, _ := net.SplitHostPort(m.Addr)
-		p, _ := strconv.Atoi(port)
-		releasePort(p)
-		releasePort(m.peerPort)
-	}
-}
-
-func (m *EtcdMember) stopLocked(sig syscall.Signal) {
-	if m.cmd == nil {
-		return
-	}
-	stopProcess(m.cmd, m.done, sig)
-	m.cmd = nil
-}
-
-func (m *EtcdMember) logPath() string { return filepath.Join(m.Dir, "etcd.log") }
-
 // spawnLocked starts the process without waiting: a new cluster's members
 // become healthy only once enough of them run.
 func (m *EtcdMember) spawnLocked() error {
 	cmd := exec.Command(m.bin, m.args...)
 	cmd.Dir = m.Dir
-	done, err := startProcess(cmd)
-	if err != nil {
-		return fmt.Errorf("starting etcd: %w", err)
-	}
-	m.cmd, m.done, m.Pid = cmd, done, cmd.Process.Pid
-	return nil
+	return m.launchLocked(cmd)
 }
 
 // waitLocked waits until the started member reports itself healthy.
 func (m *EtcdMember) waitLocked() error {
-	cmd, done := m.cmd, m.done
-	deadline := time.Now().Add(etcdStartTimeout)
-	for {
-		select {
-		case <-done:
-			m.cmd = nil
-			log := tail(m.logPath())
-			if strings.Contains(log, "address already in use") {
-				return errPortTaken
-			}
-			return fmt.Errorf("etcd %s on %s exited during start-up (%v); %s:\n%s", m.Name, m.Addr, cmd.ProcessState, m.logPath(), log)
-		default:
-		}
+	return m.awaitLocked(etcdStartTimeout, 50*time.Millisecond, func() error {
 		var h struct {
 			Health string `json:"health"`
 		}
-		if r, err := etcdHTTP.Get(m.ClientURL + "/health"); err == nil {
-			_ = json.NewDecoder(r.Body).Decode(&h)
-			r.Body.Close()
-			if h.Health == "true" {
-				return nil
-			}
+		r, err := etcdHTTP.Get(m.ClientURL + "/health")
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			m.stopLocked(syscall.SIGKILL)
-			return fmt.Errorf("etcd %s on %s not healthy within %v; %s:\n%s", m.Name, m.Addr, etcdStartTimeout, m.logPath(), tail(m.logPath()))
+		defer r.Body.Close()
+		if err := json.NewDecoder(r.Body).Decode(&h); err != nil || h.Health != "true" {
+			return fmt.Errorf("health: %q, %v", h.Health, err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	}, func(st *os.ProcessState) error {
+		log := tail(m.log)
+		if strings.Contains(log, "address already in use") {
+			return errPortTaken
+		}
+		return fmt.Errorf("etcd %s on %s exited during start-up (%v); %s:\n%s", m.Name, m.Addr, st, m.log, log)
+	})
 }

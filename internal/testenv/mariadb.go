@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -32,10 +32,7 @@ type MariaDB struct {
 	// Pid is the process id of the server.
 	Pid int
 
-	mu    sync.Mutex
-	cmd   *exec.Cmd
-	done  <-chan struct{}
-	freed bool
+	proc // Stop, Kill, Restart, Running
 }
 
 // mariaStartTimeout allows for InnoDB crash recovery on a loaded machine.
@@ -96,28 +93,17 @@ func StartMariaDB(t testing.TB) *MariaDB {
 	if out, err := exec.Command("cp", "-a", filepath.Join(mariaTemplate.dir, "data"), dir).CombinedOutput(); err != nil {
 		t.Fatalf("testenv: copying MariaDB's data directory: %v\n%s", err, out)
 	}
-	var lastErr error
-	for try := 0; try < 10; try++ {
-		port, err := reservePort(false)
-		if err != nil {
-			t.Fatalf("testenv: %v", err)
-		}
-		m := &MariaDB{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port, Dir: dir}
-		m.mu.Lock()
-		err = m.startLocked()
-		m.mu.Unlock()
-		if err == nil {
-			t.Cleanup(m.retire)
-			return m
-		}
-		releasePort(port)
-		if !errors.Is(err, errPortTaken) {
-			t.Fatalf("testenv: %v", err)
-		}
-		lastErr = err
+	var m *MariaDB
+	err := onFreePort("mariadbd", 1, false, func(ports []int) error {
+		m = &MariaDB{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), Port: ports[0], Dir: dir}
+		m.init("mariadbd", m.Addr, ports, &m.Pid, filepath.Join(dir, "error.log"), m.startLocked)
+		return m.first()
+	})
+	if err != nil {
+		t.Fatalf("testenv: %v", err)
 	}
-	t.Fatalf("testenv: no free port for MariaDB in %d-%d: %v", portMin, portMax, lastErr)
-	return nil
+	t.Cleanup(m.retire)
+	return m
 }
 
 func lookPath(names ...string) (string, error) {
@@ -141,86 +127,32 @@ func (m *MariaDB) DSN(db string, params ...string) string {
 	return dsn
 }
 
-// Kill crashes the server: SIGKILL to its pid, returning once it has been
-// reaped. Restart brings it back on the same port and data.
-func (m *MariaDB) Kill() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.stopLocked(syscall.SIGKILL)
-}
-
-// Restart starts the server again (stopping it first if it runs) on the
-// same port and data directory and waits until it accepts connections; a
-// killed server runs InnoDB's crash recovery first.
-func (m *MariaDB) Restart(tb testing.TB) {
-	tb.Helper()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.freed {
-		tb.Fatalf("testenv: Restart of MariaDB %s after its test ended", m.Addr)
-	}
-	if err := restartLocked(m.stopLocked, m.startLocked); err != nil {
-		tb.Fatalf("testenv: restarting MariaDB on %s: %v", m.Addr, err)
-	}
-}
-
-func (m *MariaDB) retire() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.stopLocked(syscall.SIGTERM)
-	if !m.freed {
-		m.freed = true
-		releasePort(m.Port)
-	}
-}
-
-func (m *MariaDB) stopLocked(sig syscall.Signal) {
-	if m.cmd == nil {
-		return
-	}
-	stopProcess(m.cmd, m.done, sig)
-	m.cmd = nil
-}
-
-func (m *MariaDB) logPath() string { return filepath.Join(m.Dir, "error.log") }
-
 func (m *MariaDB) startLocked() error {
 	args := []string{"--no-defaults", "--datadir=" + filepath.Join(m.Dir, "data"),
 		"--port=" + strconv.Itoa(m.Port), "--bind-address=127.0.0.1",
 		"--socket=" + filepath.Join(m.Dir, "mysqld.sock"), "--pid-file=" + filepath.Join(m.Dir, "mysqld.pid"),
-		"--log-error=" + m.logPath(), "--skip-name-resolve", "--skip-log-bin",
+		"--log-error=" + m.log, "--skip-name-resolve", "--skip-log-bin",
 		"--innodb-buffer-pool-size=16M", "--max-connections=500"}
 	if u, err := user.Current(); err == nil {
 		args = append(args, "--user="+u.Username)
 	}
 	cmd := exec.Command(mariadbdPath, args...)
 	cmd.Dir = m.Dir
-	done, err := startProcess(cmd)
-	if err != nil {
-		return fmt.Errorf("starting mariadbd: %w", err)
+	if err := m.launchLocked(cmd); err != nil {
+		return err
 	}
-	m.cmd, m.done, m.Pid = cmd, done, cmd.Process.Pid
-	deadline := time.Now().Add(mariaStartTimeout)
-	for {
-		select {
-		case <-done:
-			m.cmd = nil
-			log := tail(m.logPath())
-			if strings.Contains(log, "Address already in use") {
-				return errPortTaken
-			}
-			return fmt.Errorf("mariadbd on port %d exited during start-up (%v); %s:\n%s", m.Port, cmd.ProcessState, m.logPath(), log)
-		default:
+	return m.awaitLocked(mariaStartTimeout, 50*time.Millisecond, func() error {
+		if !mariaGreets(m.Addr) {
+			return errors.New("no MariaDB handshake")
 		}
-		if mariaGreets(m.Addr) {
-			return nil
+		return nil
+	}, func(st *os.ProcessState) error {
+		log := tail(m.log)
+		if strings.Contains(log, "Address already in use") {
+			return errPortTaken
 		}
-		if time.Now().After(deadline) {
-			m.stopLocked(syscall.SIGKILL)
-			return fmt.Errorf("mariadbd on port %d did not accept connections within %v; %s:\n%s", m.Port, mariaStartTimeout, m.logPath(), tail(m.logPath()))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("mariadbd on port %d exited during start-up (%v); %s:\n%s", m.Port, st, m.log, log)
+	})
 }
 
 // mariaGreets reports whether a MariaDB server sends its handshake on addr.

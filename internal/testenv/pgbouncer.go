@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -24,7 +23,8 @@ type PgBouncer struct {
 	Port int
 	Pid  int
 
-	mu     sync.Mutex
+	proc
+	logMu  sync.Mutex
 	stderr strings.Builder
 }
 
@@ -74,12 +74,11 @@ func StartPgBouncer(t testing.TB, poolMode string) *PgBouncer {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	p, err := reservePort(false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { releasePort(p) })
-	ini := fmt.Sprintf(`[databases]
+	b := &PgBouncer{}
+	err = onFreePort("pgbouncer", 1, false, func(ports []int) error {
+		b.Port = ports[0]
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(b.Port))
+		ini := fmt.Sprintf(`[databases]
 * = host=%s port=%s
 [pgbouncer]
 listen_addr = 127.0.0.1
@@ -91,52 +90,56 @@ pool_mode = %s
 default_pool_size = 10
 max_client_conn = 200
 ignore_startup_parameters = extra_float_digits
-`, host, port, p, filepath.Join(dir, "users.txt"), poolMode)
-	for name, body := range map[string]string{"pgbouncer.ini": ini, "users.txt": fmt.Sprintf("%q \"\"\n", pgUser)} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
+`, host, port, b.Port, filepath.Join(dir, "users.txt"), poolMode)
+		for name, body := range map[string]string{"pgbouncer.ini": ini, "users.txt": fmt.Sprintf("%q \"\"\n", pgUser)} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+				return err
+			}
 		}
-	}
-	args := []string{filepath.Join(dir, "pgbouncer.ini")}
-	if os.Geteuid() == 0 {
-		args = append([]string{"-u", unprivilegedUser()}, args...)
-	}
-	cmd := exec.Command(pgbouncerPath, args...)
-	b := &PgBouncer{Port: p}
-	cmd.Stderr = writerFunc(func(q []byte) (int, error) {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		if b.stderr.Len() < 64<<10 {
-			b.stderr.Write(q)
+		args := []string{filepath.Join(dir, "pgbouncer.ini")}
+		if os.Geteuid() == 0 {
+			args = append([]string{"-u", unprivilegedUser()}, args...)
 		}
-		return len(q), nil
+		b.init("pgbouncer", addr, ports, &b.Pid, "", func() error {
+			cmd := exec.Command(pgbouncerPath, args...)
+			cmd.Stderr = writerFunc(func(q []byte) (int, error) {
+				b.logMu.Lock()
+				defer b.logMu.Unlock()
+				if b.stderr.Len() < 64<<10 {
+					b.stderr.Write(q)
+				}
+				return len(q), nil
+			})
+			if err := b.launchLocked(cmd); err != nil {
+				return err
+			}
+			return b.awaitLocked(10*time.Second, 20*time.Millisecond, func() error {
+				if !answers(addr) {
+					return fmt.Errorf("no answer; its log:\n%s", b.log())
+				}
+				return nil
+			}, func(*os.ProcessState) error {
+				if strings.Contains(b.log(), "Address already in use") {
+					return errPortTaken
+				}
+				return fmt.Errorf("pgbouncer exited at start; its log:\n%s", b.log())
+			})
+		})
+		return b.first()
 	})
-	done, err := startProcess(cmd)
 	if err != nil {
-		t.Fatalf("testenv: starting pgbouncer: %v", err)
+		t.Fatalf("testenv: %v", err)
 	}
-	b.Pid = cmd.Process.Pid
-	t.Cleanup(func() { stopProcess(cmd, done, syscall.SIGTERM) })
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
-	for deadline := time.Now().Add(10 * time.Second); !answers(addr); time.Sleep(20 * time.Millisecond) {
-		select {
-		case <-done:
-			t.Fatalf("testenv: pgbouncer exited at start; its log:\n%s", b.log())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("testenv: pgbouncer does not answer on %s after 10 s; its log:\n%s", addr, b.log())
-		}
-	}
+	t.Cleanup(b.retire)
 	v := *u
-	v.Host = addr
+	v.Host = net.JoinHostPort("127.0.0.1", strconv.Itoa(b.Port))
 	b.URL = v.String()
 	return b
 }
 
 func (b *PgBouncer) log() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.logMu.Lock()
+	defer b.logMu.Unlock()
 	return b.stderr.String()
 }
 

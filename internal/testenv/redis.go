@@ -3,7 +3,6 @@ package testenv
 import (
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -43,12 +42,8 @@ type RedisServer struct {
 	// Pid is the process id of the server.
 	Pid int
 
-	mu      sync.Mutex
-	args    []string        // redis-server arguments, reused by Restart
-	cluster bool            // also owns the cluster bus port
-	cmd     *exec.Cmd       // nil when not running
-	done    <-chan struct{} // closed once cmd has been reaped
-	freed   bool            // port released, server retired
+	args []string // redis-server arguments, reused by Restart
+	proc          // Stop, Kill, Restart, Running
 }
 
 // errPortTaken means another process owns the chosen port; pick another.
@@ -71,75 +66,6 @@ func StartRedis(t testing.TB, args ...string) *RedisServer {
 	}
 	t.Cleanup(s.retire)
 	return s
-}
-
-// Stop shuts the server down: SIGTERM to its pid, then SIGKILL if it has
-// not exited within 5 s. It returns once the process has been reaped and
-// does nothing if the server is not running. Restart may follow.
-func (s *RedisServer) Stop() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stopLocked(syscall.SIGTERM)
-}
-
-// Kill crashes the server: SIGKILL to its pid, returning once the process
-// has been reaped. Restart brings it back on the same port and directory.
-func (s *RedisServer) Kill() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stopLocked(syscall.SIGKILL)
-}
-
-// Restart starts the server again with the same port, directory and
-// arguments (stopping it first if it is still running) and waits until it
-// answers PING. It fails tb if the port has been taken in the meantime or
-// the server does not come up.
-func (s *RedisServer) Restart(tb testing.TB) {
-	tb.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.freed {
-		tb.Fatalf("testenv: Restart of %s after its test ended", s.Addr)
-	}
-	err := restartLocked(s.stopLocked, s.startLocked)
-	if err != nil {
-		tb.Fatalf("testenv: restarting redis-server on %s: %v", s.Addr, err)
-	}
-}
-
-// Running reports whether the server process is alive (started and not yet
-// reaped).
-func (s *RedisServer) Running() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return false
-	}
-	select {
-	case <-s.done:
-		return false
-	default:
-		return true
-	}
-}
-
-// retire stops the server for good and gives its port back.
-func (s *RedisServer) retire() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stopLocked(syscall.SIGTERM)
-	if !s.freed {
-		s.freed = true
-		releasePort(s.Port)
-	}
-}
-
-func (s *RedisServer) stopLocked(sig syscall.Signal) {
-	if s.cmd == nil {
-		return
-	}
-	stopProcess(s.cmd, s.done, sig)
-	s.cmd = nil
 }
 
 // restartLocked stops a server (SIGTERM) and starts it again on the same
@@ -193,60 +119,29 @@ func startProcess(cmd *exec.Cmd) (<-chan struct{}, error) {
 func (s *RedisServer) startLocked() error {
 	cmd := exec.Command(redisServerPath, s.args...)
 	cmd.Dir = s.Dir
-	done, err := startProcess(cmd)
-	if err != nil {
-		return fmt.Errorf("starting redis-server: %w", err)
+	if err := s.launchLocked(cmd); err != nil {
+		return err
 	}
-	s.cmd, s.done, s.Pid = cmd, done, cmd.Process.Pid
-	pid := strconv.Itoa(cmd.Process.Pid)
-
-	deadline := time.Now().Add(startTimeout)
-	for {
-		select {
-		case <-done:
-			s.cmd = nil
-			log := s.logTail()
-			if strings.Contains(log, "Address already in use") || answers(s.Addr) {
-				return errPortTaken
-			}
-			return fmt.Errorf("redis-server on port %d exited during start-up (%v); %s:\n%s",
-				s.Port, cmd.ProcessState, s.logPath(), log)
-		default:
+	pid := strconv.Itoa(s.Pid)
+	return s.awaitLocked(startTimeout, 20*time.Millisecond, func() error {
+		info, err := redisString(s.Addr, "INFO", "server")
+		if err != nil {
+			return err
 		}
-		if info, err := redisString(s.Addr, "INFO", "server"); err == nil {
-			if infoField(info, "process_id") != pid {
-				// Someone else's server answers on our port.
-				s.stopLocked(syscall.SIGKILL)
-				return errPortTaken
-			}
-			if pong, err := redisString(s.Addr, "PING"); err == nil && pong == "PONG" {
-				return nil
-			}
+		if infoField(info, "process_id") != pid {
+			return errPortTaken // someone else's server answers on our port
 		}
-		if time.Now().After(deadline) {
-			s.stopLocked(syscall.SIGKILL)
-			return fmt.Errorf("redis-server on port %d did not answer PING within %v; %s:\n%s",
-				s.Port, startTimeout, s.logPath(), s.logTail())
+		if pong, err := redisString(s.Addr, "PING"); err != nil || pong != "PONG" {
+			return fmt.Errorf("PING: %q, %v", pong, err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func (s *RedisServer) logPath() string { return filepath.Join(s.Dir, "redis.log") }
-
-// logTail returns the end of the server's log, for error messages.
-func (s *RedisServer) logTail() string {
-	f, err := os.Open(s.logPath())
-	if err != nil {
-		return "(no log: " + err.Error() + ")"
-	}
-	defer f.Close()
-	const max = 2048
-	if fi, err := f.Stat(); err == nil && fi.Size() > max {
-		_, _ = f.Seek(-max, io.SeekEnd)
-	}
-	b, _ := io.ReadAll(f)
-	return strings.TrimSpace(string(b))
+		return nil
+	}, func(st *os.ProcessState) error {
+		log := tail(s.log)
+		if strings.Contains(log, "Address already in use") || answers(s.Addr) {
+			return errPortTaken
+		}
+		return fmt.Errorf("redis-server on port %d exited during start-up (%v); %s:\n%s", s.Port, st, s.log, log)
+	})
 }
 
 // argsFunc builds redis-server's arguments for a chosen port; it may write
@@ -256,37 +151,20 @@ type argsFunc func(port int, dir string) ([]string, error)
 // startServer starts one server in dir on a fresh port, retrying with
 // another port when the chosen one is taken by a concurrent test binary.
 func startServer(dir string, cluster bool, mkArgs argsFunc) (*RedisServer, error) {
-	var lastErr error
-	for try := 0; try < 10; try++ {
-		port, err := reservePort(cluster)
+	var s *RedisServer
+	err := onFreePort("redis-server", 1, cluster, func(ports []int) error {
+		args, err := mkArgs(ports[0], dir)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		args, err := mkArgs(port, dir)
-		if err != nil {
-			releasePort(port)
-			return nil, err
-		}
-		s := &RedisServer{
-			Addr:    net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-			Port:    port,
-			Dir:     dir,
-			args:    args,
-			cluster: cluster,
-		}
-		s.mu.Lock()
-		err = s.startLocked()
-		s.mu.Unlock()
-		if err == nil {
-			return s, nil
-		}
-		releasePort(port)
-		if !errors.Is(err, errPortTaken) {
-			return nil, err
-		}
-		lastErr = err
+		s = &RedisServer{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), Port: ports[0], Dir: dir, args: args}
+		s.init("redis-server", s.Addr, ports, &s.Pid, filepath.Join(dir, "redis.log"), s.startLocked)
+		return s.first()
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("no free port for redis-server in %d-%d: %w", portMin, portMax, lastErr)
+	return s, nil
 }
 
 // flagDefaults are added by plainArgs unless the caller's args set them.

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -37,12 +36,22 @@ type ZooKeeper struct {
 	// Pid is the process id of the server's JVM.
 	Pid int
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	done   <-chan struct{}
-	freed  bool
-	member bool  // part of an ensemble: QuorumPeerMain, ready once serving
-	ports  []int // further ports it owns (quorum and election)
+	member bool // part of an ensemble: QuorumPeerMain, ready once serving
+	proc        // Stop, Kill, Restart, Running
+}
+
+// newZooKeeper is the server on ports (client first; a member's quorum and
+// election ports after it) in dir.
+func newZooKeeper(dir string, ports []int, member bool) *ZooKeeper {
+	z := &ZooKeeper{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), Port: ports[0], Dir: dir, member: member}
+	z.init("ZooKeeper", z.Addr, ports, &z.Pid, filepath.Join(dir, "zookeeper.out"), func() error {
+		err := z.startLocked()
+		if err == nil && z.member {
+			err = z.waitLocked()
+		}
+		return err
+	})
+	return z
 }
 
 // ZooKeeperConfig is the zoo.cfg testenv writes, before the lines it
@@ -158,30 +167,18 @@ func lookupZooKeeper() {
 }
 
 func startZooKeeper(dir string, extra []string) (*ZooKeeper, error) {
-	var lastErr error
-	for try := 0; try < 10; try++ {
-		port, err := reservePort(false)
-		if err != nil {
-			return nil, err
-		}
-		z := &ZooKeeper{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port, Dir: dir}
+	var z *ZooKeeper
+	err := onFreePort("ZooKeeper", 1, false, func(ports []int) error {
+		z = newZooKeeper(dir, ports, false)
 		if err := z.writeConfig(extra); err != nil {
-			releasePort(port)
-			return nil, err
+			return err
 		}
-		z.mu.Lock()
-		err = z.startLocked()
-		z.mu.Unlock()
-		if err == nil {
-			return z, nil
-		}
-		releasePort(port)
-		if !errors.Is(err, errPortTaken) {
-			return nil, err
-		}
-		lastErr = err
+		return z.first()
+	})
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("no free port for ZooKeeper in %d-%d: %w", portMin, portMax, lastErr)
+	return z, nil
 }
 
 func (z *ZooKeeper) writeConfig(extra []string) error {
@@ -191,61 +188,6 @@ func (z *ZooKeeper) writeConfig(extra []string) error {
 		"clientPortAddress=127.0.0.1",
 	)
 	return os.WriteFile(filepath.Join(z.Dir, "zoo.cfg"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
-}
-
-// Stop shuts the server down: SIGTERM to its pid, SIGKILL after 5 s. It
-// returns once the JVM has been reaped. Restart may follow.
-func (z *ZooKeeper) Stop() {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	z.stopLocked(syscall.SIGTERM)
-}
-
-// Kill crashes the server (SIGKILL to its pid).
-func (z *ZooKeeper) Kill() {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	z.stopLocked(syscall.SIGKILL)
-}
-
-// Restart starts the server again on the same port and data directory
-// (stopping it first if it runs), so sessions and nodes survive, and waits
-// until it answers.
-func (z *ZooKeeper) Restart(tb testing.TB) {
-	tb.Helper()
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	if z.freed {
-		tb.Fatalf("testenv: Restart of ZooKeeper %s after its test ended", z.Addr)
-	}
-	err := restartLocked(z.stopLocked, z.startLocked)
-	if err == nil && z.member {
-		err = z.waitLocked()
-	}
-	if err != nil {
-		tb.Fatalf("testenv: restarting ZooKeeper on %s: %v", z.Addr, err)
-	}
-}
-
-func (z *ZooKeeper) retire() {
-	z.mu.Lock()
-	defer z.mu.Unlock()
-	z.stopLocked(syscall.SIGTERM)
-	if !z.freed {
-		z.freed = true
-		releasePort(z.Port)
-		for _, p := range z.ports {
-			releasePort(p)
-		}
-	}
-}
-
-func (z *ZooKeeper) stopLocked(sig syscall.Signal) {
-	if z.cmd == nil {
-		return
-	}
-	stopProcess(z.cmd, z.done, sig)
-	z.cmd = nil
 }
 
 func (z *ZooKeeper) startLocked() error {
@@ -265,11 +207,9 @@ func (z *ZooKeeper) startLocked() error {
 		main, filepath.Join(z.Dir, "zoo.cfg"))
 	cmd.Dir = z.Dir
 	cmd.Stdout, cmd.Stderr = out, out
-	done, err := startProcess(cmd)
-	if err != nil {
-		return fmt.Errorf("starting ZooKeeper: %w", err)
+	if err := z.launchLocked(cmd); err != nil {
+		return err
 	}
-	z.cmd, z.done, z.Pid = cmd, done, cmd.Process.Pid
 	if z.member {
 		return nil // serving needs a quorum: see waitServing
 	}
@@ -278,39 +218,31 @@ func (z *ZooKeeper) startLocked() error {
 
 // waitLocked waits until the started server answers as itself.
 func (z *ZooKeeper) waitLocked() error {
-	cmd, done := z.cmd, z.done
 	dataDir := filepath.Join(z.Dir, "data")
-	deadline := time.Now().Add(zkStartTimeout)
-	for {
-		select {
-		case <-done:
-			z.cmd = nil
-			if answers(z.Addr) {
-				return errPortTaken
-			}
-			return fmt.Errorf("ZooKeeper on port %d exited during start-up (%v); %s:\n%s",
-				z.Port, cmd.ProcessState, filepath.Join(z.Dir, "zookeeper.out"), tail(filepath.Join(z.Dir, "zookeeper.out")))
-		default:
-		}
+	return z.awaitLocked(zkStartTimeout, 50*time.Millisecond, func() error {
 		if z.member {
-			if srvr, err := fourLetter(z.Addr, "srvr"); err == nil && strings.Contains(srvr, "Mode: ") {
-				return nil
+			if srvr, err := fourLetter(z.Addr, "srvr"); err != nil || !strings.Contains(srvr, "Mode: ") {
+				return fmt.Errorf("srvr: %q, %v", srvr, err)
 			}
-		} else if conf, err := fourLetter(z.Addr, "conf"); err == nil && strings.Contains(conf, "clientPort=") {
-			if !strings.Contains(conf, "dataDir="+dataDir) {
-				z.stopLocked(syscall.SIGKILL) // someone else's server answers on our port
-				return errPortTaken
-			}
-			if ok, err := fourLetter(z.Addr, "ruok"); err == nil && ok == "imok" {
-				return nil
-			}
+			return nil
 		}
-		if time.Now().After(deadline) {
-			z.stopLocked(syscall.SIGKILL)
-			return fmt.Errorf("ZooKeeper on port %d did not answer within %v", z.Port, zkStartTimeout)
+		conf, err := fourLetter(z.Addr, "conf")
+		if err != nil || !strings.Contains(conf, "clientPort=") {
+			return fmt.Errorf("conf: %v", err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		if !strings.Contains(conf, "dataDir="+dataDir) {
+			return errPortTaken // someone else's server answers on our port
+		}
+		if ok, err := fourLetter(z.Addr, "ruok"); err != nil || ok != "imok" {
+			return fmt.Errorf("ruok: %q, %v", ok, err)
+		}
+		return nil
+	}, func(st *os.ProcessState) error {
+		if answers(z.Addr) {
+			return errPortTaken
+		}
+		return fmt.Errorf("ZooKeeper on port %d exited during start-up (%v); %s:\n%s", z.Port, st, z.log, tail(z.log))
+	})
 }
 
 // fourLetter sends a ZooKeeper four-letter command and returns the reply.
@@ -360,7 +292,7 @@ func StartZooKeeperEnsemble(t testing.TB, n int) *ZooKeeperEnsemble {
 	})
 	var peers []string
 	for i := 0; i < n; i++ {
-		var ports [3]int
+		ports := make([]int, 3)
 		for j := range ports {
 			p, err := reservePort(false)
 			if err != nil {
@@ -375,8 +307,7 @@ func StartZooKeeperEnsemble(t testing.TB, n int) *ZooKeeperEnsemble {
 		if err := os.WriteFile(filepath.Join(dir, "data", "myid"), []byte(strconv.Itoa(i+1)+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		e.Servers = append(e.Servers, &ZooKeeper{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0])), Port: ports[0],
-			Dir: dir, member: true, ports: ports[1:]})
+		e.Servers = append(e.Servers, newZooKeeper(dir, ports, true))
 		peers = append(peers, fmt.Sprintf("server.%d=127.0.0.1:%d:%d", i+1, ports[1], ports[2]))
 	}
 	for _, z := range e.Servers {
