@@ -86,6 +86,14 @@ func (b *Backend) acquire(ctx context.Context, req driver.Request, shared bool) 
 			b.mu.Unlock()
 			<-a.p.done
 		}
+		if a.p.sliced && attempt < 3 {
+			// The wait slice ended. A waiter blocked in the server cannot
+			// tell a holder of its own key from one of another key with
+			// the same id: a try on the holder session can
+			// (ErrKeyCollision), and may win the key meanwhile.
+			mayBlock = false
+			continue
+		}
 		if a.p.yield && attempt < 3 {
 			// The wait session refused because fair waiters queue: wait
 			// for their release by notification instead.
@@ -135,6 +143,11 @@ func (b *Backend) attempt(ctx context.Context, s *session, hash int64, req drive
 		}
 		return attemptResult{retry: isNotHeld(err), err: err}
 	}
+	if sl != nil && (sl.excl != nil && sl.excl.key != req.Key || len(sl.shared) > 0 && sl.sharedKey != req.Key) {
+		// This process holds the id under another key.
+		b.mu.Unlock()
+		return attemptResult{err: collision(req.Key)}
+	}
 	// A waiter blocks on a free wait session once it has been refused
 	// (it watches), or at once when the key was refused recently: an
 	// uncontended key keeps the pipelined try on its holder session.
@@ -163,7 +176,7 @@ func (b *Backend) attempt(ctx context.Context, s *session, hash int64, req drive
 			b.mu.Unlock()
 			return b.refuse(ctx, s, hash, req, shared, ttl)
 		case len(sl.shared) > 0:
-			if !shared || sl.sharedKey != req.Key {
+			if !shared {
 				b.mu.Unlock()
 				return b.refuse(ctx, s, hash, req, shared, 0)
 			}
@@ -331,6 +344,7 @@ func (b *Backend) granted(s *session, sl *slot, p *pending, hash int64, req driv
 		if !s.isDead() && !b.closed {
 			b.giveBackOp(s, hash, req.Owner)
 		}
+		p.sliced = true
 		b.wakeOwnerLocked(hash, req.Owner)
 	case r.err != nil:
 		p.err = backendkit.Unavailable("acquire", usageError(r.err, b.names))
@@ -338,6 +352,8 @@ func (b *Backend) granted(s *session, sl *slot, p *pending, hash int64, req driv
 			b.cleanupFailedGrant(s, sl, hash, shared)
 		}
 		b.wakeLocked(hash, "") // local waiters refused because of us retry
+	case r.isNull(0) && r.val(2) == 1:
+		p.err = collision(req.Key)
 	case r.isNull(0):
 		p.res = driver.Result{TTL: time.Duration(r.val(1)) * time.Millisecond}
 		p.yield = s.waiting

@@ -111,6 +111,7 @@ type pending struct {
 	abandoned bool // the caller stopped waiting: give a late grant back
 	yield     bool // a wait session refused because fair waiters queue
 	waited    bool // the statement ran on a wait session
+	sliced    bool // its wait slice ended without a grant
 	// behind are the owners this process refused because this attempt was
 	// in flight: they are woken when it ends without a grant, as nothing
 	// else would wake them (see attempt and granted).
@@ -163,7 +164,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Backend {
 	return b
 }
 
-func (b *Backend) hash(key string) int64 { return keyHash(b.cfg.namespace, key) }
+func (b *Backend) hash(key string) int64 { return b.cfg.id(b.cfg.namespace, key) }
 
 func (b *Backend) index(hash int64) int { return int(uint64(hash) % uint64(b.cfg.sessions)) }
 

@@ -14,10 +14,11 @@
 // # How a lock is held
 //
 // A key is hashed with its namespace (WithNamespace) to a 64-bit
-// advisory-lock key (FNV-1a; a collision costs false contention, never
-// safety). The lock is taken with pg_try_advisory_lock on one of a few
-// pinned holder sessions (WithSessions, default 2) that the Backend keeps
-// out of the pool; many locks share a session, and the Backend's memory
+// advisory-lock key (FNV-1a, or HMAC-SHA256 under WithKeySecret; a
+// collision costs false contention, never safety, and an attempt on an id
+// held under another key is refused with ErrKeyCollision). The lock is
+// taken with pg_try_advisory_lock on one of a few pinned holder sessions
+// (WithSessions, default 2) that the Backend keeps out of the pool; many locks share a session, and the Backend's memory
 // records which owner holds which key, since PostgreSQL cannot tell two
 // owners of one session apart. In the same statement the grant draws its
 // fencing token from the sequence <schema>.lockx_fence and records a row in

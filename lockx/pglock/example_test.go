@@ -2,6 +2,7 @@ package pglock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -86,4 +87,32 @@ func ExampleMigrate() {
 	err = pglock.Migrate(ctx, pool, pglock.WithSchema("lockx_example"))
 	fmt.Println(err)
 	// Output: <nil>
+}
+
+// Where others choose key names (tenants, end users), derive advisory-lock
+// ids under a secret of the deployment, so that nobody can compute two
+// names that share one. Every process that locks these keys must use the
+// same secret (see WithKeySecret); a collision found anyway is refused
+// with ErrKeyCollision.
+func ExampleWithKeySecret() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, exampleDSN())
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close()
+
+	secret := []byte(os.Getenv("LOCKX_KEY_SECRET")) // 16 bytes or more, from your secret store
+	locks := lockx.New(pglock.New(pool, pglock.WithSchema("lockx_example"), pglock.WithKeySecret(secret)))
+	defer locks.Close()
+
+	lock, err := locks.Acquire(ctx, "tenant-7/invoice:42")
+	if errors.Is(err, pglock.ErrKeyCollision) {
+		fmt.Println("another key with the same id is held")
+		return
+	}
+	if err != nil {
+		panic(err)
+	}
+	defer lock.Release(ctx)
 }

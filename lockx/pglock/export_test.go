@@ -58,3 +58,9 @@ func HandoffFor(schema, key string, owner []byte) Handoff {
 		ReleaseArgs: []any{hash, owner, w1, w2, n.channel, strconv.FormatInt(hash, 10)},
 	}
 }
+
+// WithKeyID forces the advisory-lock id of every key (tests only: a
+// colliding pair without searching for one).
+func WithKeyID(f func(key string) int64) Option {
+	return func(c *config) { c.idHook = func(_, key string) int64 { return f(key) } }
+}

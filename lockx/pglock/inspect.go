@@ -76,7 +76,7 @@ func (b *Backend) inspect(ctx context.Context, op, prefix string) ([]driver.Lock
 			rows.Close()
 			return nil, backendkit.Unavailable(op, err)
 		}
-		if keyHash(b.cfg.namespace, string(key)) != hash {
+		if b.cfg.id(b.cfg.namespace, string(key)) != hash {
 			continue // another namespace's lock in the same schema
 		}
 		out = append(out, driver.LockInfo{

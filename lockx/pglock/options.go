@@ -33,7 +33,9 @@ type config struct {
 	connectTimeout time.Duration
 	autoMigrate    bool
 	logger         *slog.Logger
-	err            error // first invalid option
+	secret         []byte                            // WithKeySecret
+	idHook         func(namespace, key string) int64 // tests: force advisory-lock ids
+	err            error                             // first invalid option
 }
 
 func defaultConfig() config {

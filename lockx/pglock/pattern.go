@@ -44,9 +44,9 @@ var (
 // pattern key: distinct from the plain lock's advisory key of the same name.
 func (b *Backend) patternLock(kind int, key string) int64 {
 	if kind == kindRW {
-		return keyHash(b.cfg.namespace+"\x00rw", key)
+		return b.cfg.id(b.cfg.namespace+"\x00rw", key)
 	}
-	return keyHash(b.cfg.namespace+"\x00sem", key)
+	return b.cfg.id(b.cfg.namespace+"\x00sem", key)
 }
 
 // patternTx runs fn on one pool connection, creating the schema first if

@@ -122,8 +122,16 @@ const sqlGrantTail = `, w AS (
 		expires = excluded.expires, pid = excluded.pid, acquired = clock_timestamp()
 )`
 
+// A refusal's second column is the holder's lease left in ms; its third is
+// 1 when the id is held, live, under another key than $2 (a collision,
+// ErrKeyCollision): only then is pg_locks read.
 const sqlGrantResult = `SELECT g.token, CASE WHEN g.token IS NULL THEN (SELECT greatest(ceil(extract(epoch FROM h.expires - clock_timestamp()) * 1000), 0)::int8
-	FROM {held} h WHERE h.hash = $1::int8) END FROM g`
+	FROM {held} h WHERE h.hash = $1::int8) END,
+	CASE WHEN g.token IS NULL THEN (SELECT ` + sqlCollision + ` FROM {held} h WHERE h.hash = $1::int8 AND h.key <> $2::bytea) END FROM g`
+
+// sqlCollision is 1 when the row h, of another key, is a live lock; the
+// CASE keeps pg_locks unread for the same key.
+const sqlCollision = `CASE WHEN {live} THEN 1 ELSE 0 END::int8`
 
 // statements returns the prepared statements of a holder session. CASE fixes
 // the evaluation order: the queue check before the lock, the lock before the
@@ -253,7 +261,9 @@ g AS MATERIALIZED (
 		expires = excluded.expires, pid = excluded.pid, acquired = clock_timestamp()
 )
 SELECT g.token, CASE WHEN g.token IS NULL THEN (SELECT greatest(ceil(extract(epoch FROM h.expires - clock_timestamp()) * 1000), 0)::int8
-	FROM {held} h WHERE h.hash = g.hash) END FROM g ORDER BY g.i`,
+	FROM {held} h WHERE h.hash = g.hash) END,
+	CASE WHEN g.token IS NULL THEN (SELECT ` + sqlCollision + ` FROM {held} h WHERE h.hash = g.hash AND h.key <> g.key) END
+FROM g ORDER BY g.i`,
 
 		// The plain releases of one pipeline batch as one statement. Arrays
 		// of hash, owner and the wait flag's two halves; $5 channel. One row

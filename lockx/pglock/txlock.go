@@ -69,7 +69,7 @@ func txLock(ctx context.Context, tx pgx.Tx, key string, cfg config, wait bool) (
 		q = sqlTxLock
 	}
 	var tok *int64
-	err := tx.QueryRow(ctx, q, keyHash(cfg.namespace, key), n.fence).Scan(&tok)
+	err := tx.QueryRow(ctx, q, cfg.id(cfg.namespace, key), n.fence).Scan(&tok)
 	switch {
 	case err != nil:
 		if ctx.Err() != nil {
