@@ -21,7 +21,10 @@ import (
 // wait budget or the Client's Close.
 func (a *acquisition) obtain(ctx context.Context) error {
 	a.bo = newBackoff(a.cfg.minBackoff, a.cfg.maxBackoff)
-	a.queued = a.req.Fair || !a.plain() // pattern holds may queue whatever driver.Request.Fair says
+	// Pattern holds may queue whatever driver.Request.Fair says, and a
+	// backend may queue any waiting request (redislock hands a hot key to
+	// the next in line by default): a waiter that gives up withdraws.
+	a.queued = a.req.Fair || a.req.Wait || !a.plain()
 	defer a.endWait()
 	for {
 		a.watch(ctx)

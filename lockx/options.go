@@ -116,6 +116,14 @@ func WithWait(d time.Duration) Option {
 // Fair grants the lock to waiters in arrival order and wakes only the next
 // one. A waiter that stops refreshing its place (crashed) is dropped from the
 // queue after the queue TTL (WithQueueTTL).
+//
+// Some backends queue every waiter whether or not Fair is set: redislock
+// hands a released hot key straight to the next waiter in line by default
+// (one round trip and one pushed message per handoff, where racing waiters
+// took several), and etcdlock's waiters always queue. On those, Fair
+// changes nothing; elsewhere it turns racing waiters into a queue. Without
+// Fair a waiter that gives up is still withdrawn from any queue the backend
+// put it in.
 func Fair() Option { return func(c *config) { c.fair = true } }
 
 // WithQueueTTL bounds how long a crashed fair waiter can hold up the queue.

@@ -26,10 +26,10 @@
 //	                              lockx.NewOwner) + the fencing token (8 bytes);
 //	                              PX = the lease. After a release: the token
 //	                              alone, for the tombstone window (2 s).
-//	lockx:{order:42}:w    set     ids of backends with a non-fair waiter
+//	lockx:{order:42}:w    set     ids of backends with a racing waiter (older versions)
 //	                              (contended keys only)
 //	lockx:{order:42}:q    zset    fair queue: owner by arrival (server µs)
-//	lockx:{order:42}:qd   hash    fair queue: owner → "<deadline ms>:<backend id>"
+//	lockx:{order:42}:qd   hash    fair queue: owner → "<deadline ms>:<lease ms>:<backend id>"
 //
 // An uncontended lock is one small string: about 165 bytes of Redis memory
 // (Redis 7.0, 100k locks named "order:N", fencing token included). The
@@ -64,19 +64,22 @@
 //
 // Each Backend opens one pub/sub connection, on first need, subscribed to
 // its own channel ("<prefix>w:<backend id>"). A refused attempt that will
-// wait records the backend's id with the key; the release script publishes
-// to those backends only, and with a fair queue only to the backend of the
-// owner at its head. A dispatcher goroutine routes messages to the waiting
+// wait queues (see Fair queues); the release script publishes only to the
+// backend of the owner at the queue's head. A dispatcher goroutine routes messages to the waiting
 // Acquire calls; after a reconnect it wakes them all, since a release may
 // have been missed. Close ends it.
 //
 // # Fair queues
 //
-// With lockx.Fair, a refused attempt that will wait joins the key's queue;
-// a free key goes only to the queue's head, and a non-fair attempt is
-// refused while fair waiters are queued. An entry that its waiter stops
+// A refused attempt that will wait joins the key's queue, with lockx.Fair
+// or without it (the default since issue 31: racing waiters cost a hot key
+// several round trips a handoff); the release script hands a free key to the
+// queue's head itself and pushes one message to the head's backend, which
+// answers the head's next attempt without a round trip. A try (no wait) is
+// refused while waiters are queued. An entry that its waiter stops
 // refreshing (a crashed process) is dropped after the queue TTL
-// (lockx.WithQueueTTL, or WithQueueTTL here for the default).
+// (lockx.WithQueueTTL, or WithQueueTTL here for the default); a waiter that
+// gives up withdraws its entry.
 //
 // # Failover
 //
@@ -93,7 +96,8 @@
 // While several goroutines call at once, their scripts go out together as
 // pipelines of the client, several on the wire at once (WithAutoPipeline),
 // so throughput under concurrency is bounded by Redis's script execution
-// rather than by system calls; a lone call is sent directly. Backend.AcquireMany takes a set of
+// rather than by system calls; while fewer than four calls are out, each
+// is sent at once on its own. Backend.AcquireMany takes a set of
 // keys in one script call per node (lockx's ManyAcquirer, behind
 // Client.AcquireMany), and the watchdog renews every due lock in one
 // pipeline per node: on a Cluster one call per master node, concurrently

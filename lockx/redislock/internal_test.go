@@ -10,6 +10,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 func TestOwnerEncoding(t *testing.T) {
@@ -113,5 +114,42 @@ func TestFirstKey(t *testing.T) {
 		if key, ok := firstKey(cmd); key != c.key || ok != c.ok {
 			t.Errorf("firstKey(%v) = %q, %v; want %q, %v", c.args, key, ok, c.key, c.ok)
 		}
+	}
+}
+
+// TestQuorumNodesRace: a Quorum's nodes keep waiters without Fair out of
+// their queues (each node's queue would hand the key to its own head, and
+// heads that differ leave no one with a majority); a plain Backend queues
+// them. (Fails without racingWaiters on the nodes: the waiter queues.)
+func TestQuorumNodesRace(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
+	t.Cleanup(func() { _ = rdb.Close() })
+	q := NewQuorum([]redis.UniversalClient{rdb})
+	t.Cleanup(func() { _ = q.Close() })
+	plain := New(rdb)
+	t.Cleanup(func() { _ = plain.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, c := range []struct {
+		name   string
+		b      *Backend
+		queues bool
+	}{{"quorum node", q.nodes[0].b, false}, {"plain backend", plain, true}} {
+		key := "race:" + string(lockx.NewOwner())
+		holder, waiter := lockx.NewOwner(), lockx.NewOwner()
+		if res, err := c.b.Acquire(ctx, driver.Request{Key: key, Owner: holder, Lease: 5 * time.Second}); err != nil || !res.Acquired {
+			t.Fatalf("%s: holder: %v %v", c.name, res, err)
+		}
+		res, err := c.b.Acquire(ctx, driver.Request{Key: key, Owner: waiter, Lease: 5 * time.Second, Wait: true})
+		if err != nil || res.Acquired {
+			t.Fatalf("%s: waiter behind a holder: %v %v", c.name, res, err)
+		}
+		lk, qk, _, _ := c.b.keys(key)
+		if n, _ := rdb.Exists(ctx, qk).Result(); (n == 1) != c.queues {
+			t.Errorf("%s: a waiter without Fair queued: %v, want %v", c.name, n == 1, c.queues)
+		}
+		_ = c.b.Release(ctx, key, holder)
+		_ = c.b.Release(ctx, key, waiter)
+		_ = rdb.Del(ctx, lk, qk)
 	}
 }

@@ -28,7 +28,12 @@ type config struct {
 	replicas     int
 	ackTimeout   time.Duration
 	autoPipeline bool
-	err          error // first invalid option
+	// racing: a waiter without Fair does not queue, it marks the key and
+	// races for it when woken (a Quorum's nodes: each node's queue would
+	// hand the key to its own head, and the heads of different nodes may
+	// differ, so no one would hold a majority).
+	racing bool
+	err    error // first invalid option
 }
 
 func defaultConfig() config {
@@ -102,6 +107,10 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 		c.replicas, c.ackTimeout = replicas, timeout
 	}
 }
+
+// racingWaiters makes waiters without Fair race for a released key instead
+// of queueing (see config.racing).
+func racingWaiters() Option { return func(c *config) { c.racing = true } }
 
 // WithAutoPipeline turns the batching of concurrent calls on or off
 // (default on). On, a call goes straight to the client, alone, while fewer

@@ -291,7 +291,7 @@ func NewQuorum(clients []redis.UniversalClient, opts ...QuorumOption) *Quorum {
 			}
 			addrs[a] = i
 		}
-		q.nodes = append(q.nodes, &quorumNode{b: New(c, cfg.node...), rdb: c})
+		q.nodes = append(q.nodes, &quorumNode{b: New(c, append(slices.Clip(cfg.node), racingWaiters())...), rdb: c})
 	}
 	return q
 }

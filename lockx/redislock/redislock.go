@@ -135,8 +135,12 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Resul
 	if err := ctx.Err(); err != nil {
 		return driver.Result{}, err
 	}
+	// Every waiting attempt queues: a release hands the lock to the next in
+	// line (handoff.go), with or without lockx.Fair (but on a Quorum's
+	// nodes, config.racing). A try does not queue.
+	fair := req.Fair || (req.Wait && !b.cfg.racing)
 	flags := 0
-	if req.Fair {
+	if fair {
 		flags |= 1
 	}
 	if req.Wait {
@@ -150,14 +154,14 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Resul
 	// A fair waiter of this backend may have been handed the lock by a
 	// release already (handoff.go). Not with WithReplicaAck: that grant must
 	// be acknowledged, so it goes through the server (idempotently).
-	fairWait := req.Fair && req.Wait && b.cfg.replicas == 0
+	fairWait := fair && req.Wait && b.cfg.replicas == 0
 	if fairWait {
 		if res, ok := b.n.takeHandoff(c.lk, c.owner, req.Lease, req.Renewed); ok {
 			return res, nil
 		}
 	}
 	sent := time.Now()
-	if req.Wait && !req.Fair && b.n.othersWaiting(c.lk, req.Owner) {
+	if req.Wait && !fair && b.n.othersWaiting(c.lk, req.Owner) {
 		flags |= 4
 	}
 	c.ms, c.qttl = millis(req.Lease), millis(qttl)

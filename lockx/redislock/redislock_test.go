@@ -178,27 +178,25 @@ func TestDataModel(t *testing.T) {
 	if o, tok := splitLock(v); hex.EncodeToString([]byte(o)) != string(a) || tok <= 0 || len(v) != 24 {
 		t.Fatalf("lock value %q", v)
 	}
-	// A waiting backend leaves a mark while the key is contended.
-	wr := req("order:42", lockx.NewOwner(), time.Second)
-	wr.Wait = true
-	mustRefuse(t, b, wr)
-	if d, _ := rdb.PTTL(ctx, lk+":w").Result(); d <= 5*time.Second || d > 7*time.Second {
-		t.Fatalf("PTTL(marks) = %v, want about the lease + 1s", d)
-	}
-	// A fair waiter: the queue keys appear, with an expiry.
+	// A waiter, with Fair or without, queues: the queue keys appear, with an
+	// expiry, and no waiter mark (marks are an older version's).
 	r := req("order:42", w, time.Second)
-	r.Fair, r.Wait, r.QueueTTL = true, true, 2*time.Second
+	r.Wait, r.QueueTTL = true, 2*time.Second
 	mustRefuse(t, b, r)
 	for _, k := range []string{lk + ":q", lk + ":qd"} {
 		if d, _ := rdb.PTTL(ctx, k).Result(); d <= 0 || d > 2*time.Second {
 			t.Fatalf("PTTL(%s) = %v, want the queue TTL", k, d)
 		}
 	}
+	if n, _ := rdb.Exists(ctx, lk+":w").Result(); n != 0 {
+		t.Fatalf("a waiter left a waiter mark")
+	}
 	if err := b.Release(ctx, "order:42", a); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := rdb.Exists(ctx, lk+":w").Result(); n != 1 {
-		t.Fatalf("marks consumed by a release to the fair queue's head")
+	// The release wrote the lock for the waiter itself (a direct handoff).
+	if v, _ := rdb.Get(ctx, lk).Result(); len(v) <= 8 || hex.EncodeToString([]byte(v[:len(v)-8])) != string(w) {
+		t.Fatalf("after the release the lock is %q, want it handed to the waiter", v)
 	}
 	mustGrant(t, b, r) // the head takes it and leaves the queue
 	if n, _ := rdb.Exists(ctx, lk+":q", lk+":qd").Result(); n != 0 {
@@ -207,11 +205,60 @@ func TestDataModel(t *testing.T) {
 	if err := b.Release(ctx, "order:42", w); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := rdb.Exists(ctx, lk+":w").Result(); n != 0 {
-		t.Fatalf("marks left after a release woke them")
-	}
 	if v, _ := rdb.Get(ctx, lk).Result(); len(v) != 8 {
 		t.Fatalf("tombstone %q, want the 8-byte token", v)
+	}
+}
+
+// TestWaiterGivingUpWithdraws: without Fair a waiter still queues, so one
+// that gives up must leave the queue, or the next release would hand the
+// lock to an owner that no longer waits. Here the waiter's Client closes
+// while it waits. (Fails with the core withdrawing fair waiters only: the
+// entry stays for the queue TTL and the release hands the key to it.)
+func TestWaiterGivingUpWithdraws(t *testing.T) {
+	rdb := single(t)
+	prefix := testPrefix()
+	holder := lockx.New(backend(t, rdb, redislock.WithPrefix(prefix)), lockx.WithLease(time.Minute))
+	t.Cleanup(func() { _ = holder.Close() })
+	// A queue TTL longer than the test waits: only a withdrawal empties it.
+	waiter := lockx.New(backend(t, rdb, redislock.WithPrefix(prefix)), lockx.WithLease(time.Minute), lockx.WithQueueTTL(time.Minute))
+	ctx := ctxT(t, 30*time.Second)
+	lk := prefix + "{gone}"
+	held, err := holder.Acquire(ctx, "gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := waiter.Acquire(ctx, "gone")
+		gaveUp <- err
+	}()
+	queueKeys := func() int64 {
+		n, err := rdb.Exists(ctx, lk+":q", lk+":qd").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	waitFor := func(what string, ok func() bool) {
+		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal(what)
+			}
+		}
+	}
+	waitFor("the waiter never queued", func() bool { return queueKeys() == 2 })
+	_ = waiter.Close()
+	if err := <-gaveUp; !errors.Is(err, lockx.ErrNotAcquired) {
+		t.Fatalf("a waiter whose Client closed: %v, want ErrNotAcquired", err)
+	}
+	// The withdrawal may finish just after Acquire returns (abandonGrace).
+	waitFor("a waiter that gave up stayed in the queue", func() bool { return queueKeys() == 0 })
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := rdb.Get(ctx, lk).Result(); len(v) != 8 {
+		t.Fatalf("after the release the key is %q, want the tombstone (no one waits)", v)
 	}
 }
 
