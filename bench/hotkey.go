@@ -15,20 +15,25 @@ import (
 
 // Row names of the contended tables, used by the targets.
 const (
-	hotSection     = "hotkey"
-	hotGroup       = "16 clients"
-	nameHotRaw     = "raw SET NX, 1 ms sleep between tries"
-	nameHotBsm10   = "bsm/redislock LinearBackoff(10 ms) (common setting; default NoRetry cannot wait)"
-	nameHotBsm1    = "bsm/redislock LinearBackoff(1 ms) (best)"
-	nameHotRs      = "redsync defaults (32 tries, 50–250 ms random delay)"
-	nameHotRs1     = "redsync WithRetryDelay(1 ms) (best)"
-	nameHotLockx   = "lockx Acquire (defaults)"
-	nameHotFair    = "lockx Acquire Fair()"
-	hotClients     = 16
-	localSection   = "localfirst"
-	zipfSection    = "zipf"
-	zipfKeys       = 1000
-	zipfGoroutines = 64
+	hotSection   = "hotkey"
+	hotGroup     = "16 clients"
+	nameHotRaw   = "raw SET NX, 1 ms sleep between tries"
+	nameHotBsm10 = "bsm/redislock LinearBackoff(10 ms) (common setting; default NoRetry cannot wait)"
+	nameHotBsm1  = "bsm/redislock LinearBackoff(1 ms) (best)"
+	nameHotRs    = "redsync defaults (32 tries, 50–250 ms random delay)"
+	nameHotRs1   = "redsync WithRetryDelay(1 ms) (best)"
+	nameHotLockx = "lockx Acquire (defaults)"
+	nameHotFair  = "lockx Acquire Fair()"
+	// nameLocalRueidis is the baseline of the one-process table: one
+	// rueidislock Locker shared by the goroutines.
+	nameLocalRueidis = "rueidislock, one Locker shared by the 16 goroutines"
+	nameLocalLockx   = "lockx Acquire, 16 goroutines on one Client"
+	nameLocalFirst   = "lockx Acquire LocalFirst(), 16 goroutines on one Client"
+	hotClients       = 16
+	localSection     = "localfirst"
+	zipfSection      = "zipf"
+	zipfKeys         = 1000
+	zipfGoroutines   = 64
 	// zipfS is the Zipf exponent: with 1,000 keys the most popular key draws
 	// about 18 % of the acquisitions, the top ten about 48 %.
 	zipfS = 1.1
@@ -77,8 +82,9 @@ func hotKeyCases() []*Case {
 
 func localFirstCases() []*Case {
 	libs := []contendedLib{
-		{"lockx Acquire, 16 goroutines on one Client", lockxRedisLib(false), false},
-		{"lockx Acquire LocalFirst(), 16 goroutines on one Client", lockxRedisLib(false, lockx.LocalFirst()), false},
+		{nameLocalRueidis, rueidisLib(1), false},
+		{nameLocalLockx, lockxRedisLib(false), false},
+		{nameLocalFirst, lockxRedisLib(false, lockx.LocalFirst()), false},
 	}
 	var cs []*Case
 	for i, l := range libs {

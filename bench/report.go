@@ -76,9 +76,9 @@ var sections = []section{
 	{
 		key:   localSection,
 		title: "Local lock first: 16 goroutines of one process on one hot key",
-		intro: "One lockx Client (pool 64) shared by 16 goroutines; a handoff is a grant to a different goroutine. With LocalFirst the goroutines queue in-process and only one of them contends in Redis.",
+		intro: "One lockx Client (pool 64) shared by 16 goroutines, next to one rueidislock Locker shared the same way (the baseline); a handoff is a grant to a different goroutine. With LocalFirst the goroutines queue in-process and only one of them contends in Redis.",
 		cols:  waitCols,
-		ratio: mRate, ratioHeader: "× without LocalFirst",
+		ratio: mRate, ratioHeader: "× rueidislock (per run)",
 	},
 	{
 		key:   zipfSection,

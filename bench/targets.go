@@ -202,7 +202,82 @@ func evalTargets(rs Results) []target {
 	out = append(out, pgQueueTargets(rs)...)
 	out = append(out, redlockTargets(rs)...)
 	out = append(out, patternTargets(rs)...)
+	out = append(out, issue31Targets(rs)...)
 	return append(out, leaderTarget(rs))
+}
+
+// issue31Targets: lockx on Redis at least as fast as the best peer at every
+// concurrency, one process's hot key against rueidislock's shared Locker,
+// and the cost of an operation next to its floor.
+func issue31Targets(rs Results) []target {
+	var out []target
+	for _, n := range pairGoroutines {
+		g := groupGoroutines(n)
+		lx := rs.find(scalingSection, g, nameLockx)
+		best := bestOf("the better of raw go-redis and bsm/redislock", mRate,
+			rs.find(scalingSection, g, nameRaw), rs.find(scalingSection, g, nameBsm))
+		out = append(out, ratioTarget("31", "uncontended, "+g+": lockx ≥ 1.0× the better of raw go-redis and bsm/redislock", lx, best, mRate, 1.0,
+			func(float64) string {
+				return fmt.Sprintf("%s round trips and %s server commands per pair", num(med(lx, mRTT)), num(med(lx, mCmds)))
+			}))
+	}
+	local := rs.find(localSection, "16 goroutines, one key", nameLocalFirst)
+	out = append(out, ratioTarget("31", "one process, 16 goroutines, one key: lockx LocalFirst() ≥ 2× rueidislock's shared Locker", local,
+		rs.find(localSection, "16 goroutines, one key", nameLocalRueidis), mRate, 2,
+		func(float64) string { return fmt.Sprintf("p99 wait %s ms", num(med(local, mP99))) }))
+	// Costs next to their floors: raw go-redis's pair (SET NX, then a
+	// compare-and-delete script) and one round trip per handoff (the
+	// release that grants the next in line).
+	g1 := groupGoroutines(1)
+	lx, raw := rs.find(scalingSection, g1, nameLockx), rs.find(scalingSection, g1, nameRaw)
+	out = append(out,
+		floorTarget("server commands per uncontended pair (1 goroutine) ≤ the floor, raw go-redis's", med(lx, mCmds), med(raw, mCmds)),
+		floorTarget("allocations per uncontended pair ≤ the floor, raw go-redis's", med(rs.find(allocSection, g1, nameLockx), "allocs/op"),
+			med(rs.find(allocSection, g1, nameRaw), "allocs/op")),
+		floorTarget("hot key, 16 clients, defaults: round trips per handoff ≤ the floor, 1 (the release that grants the next in line)",
+			med(rs.find(hotSection, hotGroup, nameHotLockx), mRTT), 1))
+	return out
+}
+
+// floorTarget compares a cost with its floor: met at or below it.
+func floorTarget(text string, got, floor float64) target {
+	t := target{issue: "31", text: text, status: statusNA}
+	if math.IsNaN(got) || math.IsNaN(floor) {
+		return t
+	}
+	t.detail = fmt.Sprintf("%s, floor %s", num(got), num(floor))
+	if got <= floor {
+		t.status = statusMet
+	} else {
+		t.status = missed(num(got), fmt.Sprintf("%s× the floor", num(got/floor)))
+	}
+	return t
+}
+
+// bestOf is a result whose every run holds, for key, the largest value of
+// rs in that run: the best peer of each run, so that ratios stay within a
+// run. Nil if any of rs is missing.
+func bestOf(name, key string, rs ...*Result) *Result {
+	best := &Result{Case: &Case{Name: name}}
+	for _, r := range rs {
+		if r == nil {
+			return nil
+		}
+		for i, s := range r.Runs {
+			for len(best.Runs) <= i {
+				best.Runs = append(best.Runs, nil)
+			}
+			if v, ok := s[key]; ok && s != nil {
+				if best.Runs[i] == nil {
+					best.Runs[i] = Sample{}
+				}
+				if cur, ok := best.Runs[i][key]; !ok || v > cur {
+					best.Runs[i][key] = v
+				}
+			}
+		}
+	}
+	return best
 }
 
 // leaderTarget is issue 36's: a graceful leader handover on Redis within
