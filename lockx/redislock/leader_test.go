@@ -24,3 +24,16 @@ func leaderSuite(t *testing.T, rdb redis.UniversalClient) {
 func TestLeader(t *testing.T)         { leaderSuite(t, single(t)) }
 func TestLeaderCluster(t *testing.T)  { leaderSuite(t, clusterClient(t)) }
 func TestLeaderSentinel(t *testing.T) { leaderSuite(t, sentinelClient(t)) }
+
+// TestLeaderQuorum runs the suite on Redlock: each instance a Quorum of
+// its own over three redis-servers.
+func TestLeaderQuorum(t *testing.T) {
+	cs := nodeClients(t, addrsOf(startNodes(t, 3))...)
+	prefix := redislock.WithPrefix(testPrefix())
+	leadertest.Run(t, func(t *testing.T) *lockx.Client {
+		q := redislock.NewQuorum(cs, prefix, redislock.WithNodeTimeout(quorumNodeTimeout))
+		c := lockx.New(q)
+		t.Cleanup(func() { _ = c.Close(); _ = q.Close() })
+		return c
+	})
+}

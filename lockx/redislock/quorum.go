@@ -18,7 +18,8 @@ import (
 
 // Quorum is a Redlock backend: one lock over N independent Redis nodes,
 // granted only when a majority (N/2+1) of them granted it within the lease.
-// It implements driver.Backend, driver.Notifier and driver.BatchExtender.
+// It implements driver.Backend, driver.Notifier, driver.BatchExtender and
+// driver.Inspector (quorum_inspect.go).
 //
 // Each node is served by an ordinary single-node Backend (the same scripts,
 // tokens, tombstones, fair queues and wake-up channels); Quorum adds the
@@ -500,6 +501,7 @@ func (q *Quorum) Acquire(ctx context.Context, req driver.Request) (driver.Result
 		decided.Done()
 		if fairWait {
 			q.yields.end(lateKey{req.Key, req.Owner})
+			tok = q.settleQueues(req, ans, tok)
 		}
 		return driver.Result{Acquired: true, Token: tok, TTL: validity}, nil
 	}

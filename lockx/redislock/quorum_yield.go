@@ -33,7 +33,10 @@ import (
 // yields for at most one queue TTL in a row (yieldLimit) so that such a
 // cycle cannot hold the key up for longer than a crashed queue head would.
 
-var yieldScript = loadScript("token.lua", "queue.lua", "yield.lua")
+var (
+	yieldScript  = loadScript("token.lua", "queue.lua", "yield.lua")
+	settleScript = loadScript("token.lua", "queue.lua", "settle.lua")
+)
 
 // yieldLimit is how long a waiter may keep yielding in a row: its queue
 // TTL, the time a crashed head may hold a queue up.
@@ -147,4 +150,36 @@ func (q *Quorum) yieldNode(nd *quorumNode, req driver.Request) {
 	c.ms, c.qttl = millis(req.Lease), millis(qttl)
 	c.args[2], c.args[4], c.args[5], c.args[6], c.args[7], c.args[8] = "1", &c.owner, &c.ms, &c.qttl, b.idArg, b.tombArg
 	_, _ = b.eval(ctx, yieldScript, c, 9)
+}
+
+// settleQueues is the end of a fair waiter's successful attempt on the
+// nodes that refused it (settle.lua): a node that a release has handed the
+// lock to since is kept and its token raises tok; on the others the waiter
+// leaves the fair queue before its Acquire returns. Queued there, it would
+// be handed those nodes later, each with a larger token, and the lock
+// would seem to change term (Lock reports the largest token). It returns
+// the grant's token.
+func (q *Quorum) settleQueues(req driver.Request, ans []nodeAnswer, tok driver.Token) driver.Token {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i, a := range ans {
+		if !a.ok || a.err != nil || a.res.Acquired {
+			continue
+		}
+		b := q.nodes[i].b
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), max(q.cfg.nodeTimeout, time.Second))
+			defer cancel()
+			c := b.newCall(req.Key, req.Owner)
+			c.ms = millis(req.Lease)
+			c.args[2], c.args[4], c.args[5], c.args[6] = "1", &c.owner, &c.ms, b.chpfArg
+			if t, err := b.eval(ctx, settleScript, c, 7); err == nil && t > 0 {
+				mu.Lock()
+				tok = max(tok, driver.Token(t))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return tok
 }

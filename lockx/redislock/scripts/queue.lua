@@ -84,3 +84,19 @@ local function wake(lk, q, d, w, chan, prev)
   end
   return false
 end
+
+-- withdraw takes owner, which does not hold lk (v is lk's value), off the
+-- fair queue. If owner headed the queue of a free lock, the next in line may
+-- take it now.
+local function withdraw(lk, owner, v, chan)
+  local q, d = lk .. ':q', lk .. ':qd'
+  if redis.call('HEXISTS', d, owner) == 0 then return end
+  local head = queue_head(q, d, math.floor(now_us() / 1000))
+  redis.call('ZREM', q, owner)
+  redis.call('HDEL', d, owner)
+  if head == owner and not (v and #v > 8) then
+    local prev = nil
+    if v and #v == 8 then prev = token_of(v) end
+    wake(lk, q, d, lk .. ':w', chan, prev)
+  end
+end

@@ -10,18 +10,7 @@ local v = redis.call('GET', lk)
 local holder = false
 if v and #v > 8 then holder = string.sub(v, 1, -9) end
 if holder ~= owner then
-  local d = lk .. ':qd'
-  if redis.call('HEXISTS', d, owner) == 1 then
-    local head = queue_head(q, d, math.floor(now_us() / 1000))
-    redis.call('ZREM', q, owner)
-    redis.call('HDEL', d, owner)
-    -- The head gave up a free lock: the next in line may take it now.
-    if head == owner and not holder then
-      local prev = nil
-      if v and #v == 8 then prev = token_of(v) end
-      wake(lk, q, d, w, ARGV[3], prev)
-    end
-  end
+  withdraw(lk, owner, v, ARGV[3])
   return 0
 end
 -- Released by its holder: without waiters (no Q, no W), the common case, this
