@@ -51,7 +51,7 @@ func (n *notifier) refused(lk, owner string, sent time.Time, lease, qttl time.Du
 	now := time.Now()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.closed {
+	if n.g.Closed() {
 		return
 	}
 	if n.waits == nil {

@@ -49,8 +49,7 @@ type notifier struct {
 	g      backendkit.Group // the dispatcher; its context ends dials and reads at close
 
 	mu       sync.Mutex
-	started  bool
-	closed   bool
+	started  bool // closed: n.g.Closed(), set under mu by close (Group.Shut)
 	ps       *redis.PubSub
 	ready    chan struct{}                       // closed at the first confirmed subscription
 	readyBy  time.Time                           // Watch waits for ready until then at most
@@ -77,7 +76,7 @@ func (b *Backend) Watch(ctx context.Context, key string, owner driver.Owner) (<-
 	n := &b.n
 	lk := b.lockKey(key)
 	n.mu.Lock()
-	if n.closed {
+	if n.g.Closed() {
 		n.mu.Unlock()
 		return nil, nil, errClosed
 	}
@@ -173,7 +172,7 @@ func (n *notifier) loop() {
 // close. A failed first subscribe is retried by the next Receive.
 func (n *notifier) open() *redis.PubSub {
 	n.mu.Lock()
-	if n.closed {
+	if n.g.Closed() {
 		n.mu.Unlock()
 		return nil
 	}
@@ -291,17 +290,15 @@ func (n *notifier) passOn(lk string) {
 // close ends the dispatcher and the subscription, and wakes all watchers so
 // that none sleeps on a wake-up that can no longer come.
 func (n *notifier) close() {
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
+	var ps *redis.PubSub
+	if !n.g.Shut(&n.mu, func() {
+		n.waits = nil
+		n.g.Cancel()
+		ps = n.ps
+		n.wakeAll()
+	}) {
 		return
 	}
-	n.closed = true
-	n.waits = nil
-	n.g.Cancel()
-	ps := n.ps
-	n.wakeAll()
-	n.mu.Unlock()
 	if ps != nil {
 		_ = ps.Close()
 	}
