@@ -95,3 +95,36 @@ func TestLeader(t *testing.T) {
 		t.Errorf("leader --watch --count 2: exit %d", code)
 	}
 }
+
+// TestLeaderQuorum: with several --redis URLs the CLI opens a Redlock
+// quorum and names the leader a majority of the nodes agree on.
+func TestLeaderQuorum(t *testing.T) {
+	var addrs []string
+	var rdbs []redis.UniversalClient
+	for range 3 {
+		s := testenv.StartRedis(t)
+		rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+		t.Cleanup(func() { _ = rdb.Close() })
+		addrs, rdbs = append(addrs, s.Addr), append(rdbs, rdb)
+	}
+	prefix := fmt.Sprintf("lockxcli%08x:", rand.Uint32())
+	q := redislock.NewQuorum(rdbs, redislock.WithPrefix(prefix))
+	locks := lockx.New(q)
+	t.Cleanup(func() { _ = locks.Close(); _ = q.Close() })
+	base := []string{"--redis", strings.Join(addrs, ","), "--prefix", prefix}
+	cli := func(args ...string) result { return runCLI(t, "", append(append([]string{}, base...), args...)...) }
+
+	if r := cli("leader", "billing"); r.code != exitNotHeld {
+		t.Errorf("no leader: exit %d, stderr %q; want %d", r.code, r.errOut, exitNotHeld)
+	}
+	e, _ := leader.New(locks, "billing", leader.WithIdentity("node-a"))
+	tm, err := e.Campaign(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tm.Resign(context.Background())
+	r := cli("leader", "billing")
+	if want := fmt.Sprintf("billing: leader node-a, term %d, since ?, lease left ", tm.Token()); r.code != exitOK || !strings.HasPrefix(r.out, want) {
+		t.Errorf("leader on a quorum: exit %d, out %q, stderr %q; want %q…", r.code, r.out, r.errOut, want)
+	}
+}

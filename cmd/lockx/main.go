@@ -9,8 +9,10 @@
 //	lockx [flags] leader NAME          who leads the election NAME (patterns/leader); --watch follows changes
 //
 // Connect with --redis URL (redis://[[user]:password@]host:port[/db],
-// rediss:// for TLS, or just host:port, which means redis://host:port; or
-// the LOCKX_REDIS_URL environment variable), --postgres URL (LOCKX_POSTGRES_URL)
+// rediss:// for TLS, or just host:port, which means redis://host:port;
+// several URLs separated by commas open a Redlock quorum over independent
+// nodes, redislock.NewQuorum; or the LOCKX_REDIS_URL environment variable),
+// --postgres URL (LOCKX_POSTGRES_URL)
 // or --zookeeper host:port,... (LOCKX_ZOOKEEPER).
 // --prefix must match the Redis backend's prefix (default "lockx:");
 // --schema and --namespace the PostgreSQL backend's; --zkroot the

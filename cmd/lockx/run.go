@@ -87,7 +87,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(s
 	fs := flag.NewFlagSet("lockx", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	o := &c.opts
-	fs.StringVar(&o.redisURL, "redis", getenv("LOCKX_REDIS_URL"), "Redis `URL`, redis://[[user]:password@]host:port[/db] or rediss:// for TLS;\nhost:port alone means redis://host:port (env LOCKX_REDIS_URL)")
+	fs.StringVar(&o.redisURL, "redis", getenv("LOCKX_REDIS_URL"), "Redis `URL`, redis://[[user]:password@]host:port[/db] or rediss:// for TLS;\nhost:port alone means redis://host:port; several, comma-separated: a Redlock quorum\nof independent nodes (env LOCKX_REDIS_URL)")
 	fs.StringVar(&o.postgresURL, "postgres", getenv("LOCKX_POSTGRES_URL"), "PostgreSQL `URL` (env LOCKX_POSTGRES_URL)")
 	fs.StringVar(&o.zookeeper, "zookeeper", getenv("LOCKX_ZOOKEEPER"), "ZooKeeper `servers`, host:port,... (env LOCKX_ZOOKEEPER)")
 	fs.StringVar(&o.zkRoot, "zkroot", zklock.DefaultRoot, "ZooKeeper root znode of the backend")
@@ -242,14 +242,35 @@ func (c *cli) connect(ctx context.Context) (driver.Backend, func(), error) {
 		return b, func() { _ = b.Close() }, nil
 	}
 	if u := c.opts.redisURL; u != "" {
-		ro, err := redisurl.Parse("--redis", u)
-		if err != nil {
-			return nil, nil, err
+		var rdbs []redis.UniversalClient
+		closeAll := func() {
+			for _, rdb := range rdbs {
+				_ = rdb.Close()
+			}
 		}
-		ro.MaxRetries = -1
-		rdb := redis.NewClient(ro)
-		b := redislock.New(rdb, redislock.WithPrefix(c.opts.prefix))
-		return b, func() { _ = b.Close(); _ = rdb.Close() }, nil
+		for _, u := range strings.Split(u, ",") {
+			ro, err := redisurl.Parse("--redis", u)
+			if err != nil {
+				closeAll()
+				return nil, nil, err
+			}
+			ro.MaxRetries = -1
+			rdbs = append(rdbs, redis.NewClient(ro))
+		}
+		var b driver.Backend
+		if len(rdbs) == 1 {
+			b = redislock.New(rdbs[0], redislock.WithPrefix(c.opts.prefix))
+		} else {
+			// Several independent nodes: a Redlock quorum. Each node may take
+			// up to a second to answer (the first call dials): an operator's
+			// read, not a lock on a hot path with a lease to keep.
+			nodeTimeout := time.Second
+			if t := c.opts.timeout; t > 0 && t < nodeTimeout {
+				nodeTimeout = t
+			}
+			b = redislock.NewQuorum(rdbs, redislock.WithPrefix(c.opts.prefix), redislock.WithNodeTimeout(nodeTimeout))
+		}
+		return b, func() { _ = b.Close(); closeAll() }, nil
 	}
 	cfg, err := pgxpool.ParseConfig(c.opts.postgresURL)
 	if err != nil {
