@@ -40,6 +40,19 @@ type NewGuards func(t *testing.T, n int, opts ...idempotency.Option) []*idempote
 // processes, per path.
 type App struct {
 	runs sync.Map // path → *atomic.Int64
+
+	gateOnce sync.Once
+	gate     chan struct{} // closed by Open; ?hold=1 requests wait for it
+}
+
+// Open lets every request that asked to be held (?hold=1) answer. A test
+// holds a request to keep its call in flight for as long as it needs,
+// whatever the machine's load, where a sleep would only make that likely.
+func (a *App) Open() { close(a.gateCh()) }
+
+func (a *App) gateCh() chan struct{} {
+	a.gateOnce.Do(func() { a.gate = make(chan struct{}) })
+	return a.gate
 }
 
 // Runs returns how many requests to path the handler processed.
@@ -50,10 +63,17 @@ func (a *App) Runs(path string) int64 {
 
 // ServeHTTP answers by path: /fail with 500, /busy with 503, /big with
 // ?n= bytes, anything else with 201 and a JSON echo of the request. A ?sleep=
-// (milliseconds) delays the answer.
+// (milliseconds) delays the answer; ?hold=1 holds it until Open (at most
+// 30 s).
 func (a *App) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	v, _ := a.runs.LoadOrStore(r.URL.Path, new(atomic.Int64))
 	n := v.(*atomic.Int64).Add(1)
+	if r.URL.Query().Get("hold") == "1" {
+		select {
+		case <-a.gateCh():
+		case <-time.After(30 * time.Second):
+		}
+	}
 	if ms, _ := strconv.Atoi(r.URL.Query().Get("sleep")); ms > 0 {
 		time.Sleep(time.Duration(ms) * time.Millisecond)
 	}
@@ -221,19 +241,23 @@ func RunHTTP(t *testing.T, newServer NewServer, newGuards NewGuards) {
 		h := start(t, newServer, newGuards, 2)
 		k := newKey()
 		done := make(chan resp)
-		go func() { done <- h.do(0, "POST", "/orders?sleep=400", "alice", "{}", k) }()
+		// The first call is held in its handler until the second has been
+		// answered: under load a sleep could end first, and the second call
+		// would then rightly replay the first's outcome.
+		go func() { done <- h.do(0, "POST", "/orders?hold=1", "alice", "{}", k) }()
 		deadline := time.Now().Add(5 * time.Second)
 		for h.app.Runs("/orders") == 0 && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
-		r := h.do(1, "POST", "/orders?sleep=400", "alice", "{}", k)
+		r := h.do(1, "POST", "/orders?hold=1", "alice", "{}", k)
+		h.app.Open()
 		wantProblem(t, r, http.StatusConflict, "operation-in-progress")
 		if r.header.Get("Retry-After") == "" {
 			t.Fatal("409 without Retry-After")
 		}
 		first := <-done
 		wantFresh(t, first, http.StatusCreated)
-		wantReplay(t, h.do(1, "POST", "/orders?sleep=400", "alice", "{}", k), first)
+		wantReplay(t, h.do(1, "POST", "/orders?hold=1", "alice", "{}", k), first)
 	})
 
 	t.Run("PrincipalIsolation", func(t *testing.T) {
