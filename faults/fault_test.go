@@ -647,6 +647,19 @@ func driveOnce(t *testing.T, sc *scenario, bins *binaries, pool *pgxpool.Pool, u
 		}
 		t0 := Now()
 		sc.inject(r)
+		// awaitLoss gives A, still believing it holds, until lostWithin after
+		// the fault to be told, before it writes and releases: a release
+		// ends its hold, and with it the loss watch that would have told it
+		// (etcd's opens 100 ms after the grant), so releasing at once would
+		// test the harness's speed, not the backend's.
+		awaitLoss := func() {
+			for sc.lostWithin > 0 && time.Duration(Now()-t0) <= sc.lostWithin {
+				if _, ok := r.a.lostAt(); ok {
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
 		var recovered int64
 		var handedAt int64 // when B's grant during the fault returned (0: none)
 		switch {
@@ -671,6 +684,7 @@ func driveOnce(t *testing.T, sc *scenario, bins *binaries, pool *pgxpool.Pool, u
 				if sc.heal != nil {
 					sc.heal(r)
 				}
+				awaitLoss()
 				r.a.write() // decided before the fault: stale now
 				r.a.release()
 				r.b.release()
@@ -692,6 +706,7 @@ func driveOnce(t *testing.T, sc *scenario, bins *binaries, pool *pgxpool.Pool, u
 			if sc.heal != nil {
 				sc.heal(r)
 			}
+			awaitLoss()
 			r.a.write()
 			r.a.release()
 			b := r.b.acquire(sc.bound)
@@ -703,6 +718,12 @@ func driveOnce(t *testing.T, sc *scenario, bins *binaries, pool *pgxpool.Pool, u
 			r.b.release()
 		}
 		lost, ok := r.a.lostAt()
+		for !ok && sc.lostWithin > 0 && time.Duration(Now()-t0) <= sc.lostWithin {
+			// A's report travels from its process over a pipe: B may have
+			// been granted, written and released before it arrives.
+			time.Sleep(10 * time.Millisecond)
+			lost, ok = r.a.lostAt()
+		}
 		if ok {
 			t.Logf("A told of the loss %v after the fault", time.Duration(lost-t0).Round(time.Millisecond))
 		}
