@@ -28,7 +28,7 @@ var _ driver.Inspector = (*Quorum)(nil)
 // A grant reaches the nodes one after another, so a read during one can
 // see the owner on a majority before its last nodes: the largest token
 // would still grow. While some node that does not name the owner may still
-// grant it (mayGrant), Lock reads again, for at most twice the node timeout
+// grant it (mayGrant, or it did not answer the read in time), Lock reads again, for at most twice the node timeout
 // (a granted fair waiter leaves the other queues before its Acquire
 // returns).
 func (q *Quorum) Lock(ctx context.Context, key string) (driver.LockInfo, error) {
@@ -83,7 +83,12 @@ func (q *Quorum) readLock(ctx context.Context, key string) (driver.LockInfo, boo
 	if li, ok := q.agree(seen); ok {
 		var others []int
 		for i, a := range ans {
-			if a.ok && a.err == nil && per[i].Owner != li.Owner {
+			switch {
+			case !a.ok || a.err != nil && !notSent(a.err):
+				// No answer in time: the node may be granting the owner
+				// right now, with a larger token than the majority shows.
+				return li, true, nil
+			case a.err == nil && per[i].Owner != li.Owner:
 				others = append(others, i)
 			}
 		}

@@ -329,12 +329,18 @@ func testObserve(t *testing.T, newClient NewClient) {
 		})
 	}
 	wg.Wait()
-	// The last term is over: wait for the observer to report the vacancy.
+	// The last term is over: wait for the observer to report the vacancy
+	// after it. A vacancy reported earlier (between two terms) does not
+	// count: the observer may not have read the last term yet.
+	var final lockx.Token
+	for _, s := range spans {
+		final = max(final, s.term)
+	}
 	for waiting := true; waiting; {
 		select {
 		case <-vacant:
 			smu.Lock()
-			waiting = seen[len(seen)-1].Term != 0
+			waiting = seen[len(seen)-1].Term != 0 || !slices.ContainsFunc(seen, func(info leader.Info) bool { return info.Term >= final })
 			smu.Unlock()
 		case <-time.After(5 * time.Second):
 			waiting = false
