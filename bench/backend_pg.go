@@ -7,6 +7,6 @@ import (
 )
 
 // newPGBackend returns lockx's PostgreSQL backend over pool.
-func newPGBackend(pool *pgxpool.Pool) (driver.Backend, error) {
-	return pglock.New(pool), nil
+func newPGBackend(pool *pgxpool.Pool, opts ...pglock.Option) (driver.Backend, error) {
+	return pglock.New(pool, opts...), nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/pglock"
 )
 
 // Sections and row names of the PostgreSQL tables.
@@ -26,6 +27,7 @@ const (
 	namePGHotLockx   = "lockx Acquire (pglock, defaults)"
 	namePGHotFair    = "lockx Acquire Fair() (pglock)"
 	namePGHotDefPool = "lockx Acquire (pglock, defaults, pgxpool's default MaxConns)"
+	namePGHotRowNow  = "lockx Acquire (pglock, holder row written in the grant: WithPublishDelay(0))"
 	pgKeyNamespace   = "lockxbench:" // advisory keys are hashed from this and the key, away from other users of the database
 	pgClientConns    = 6             // pool of each independent lockx client in the hot-key case: pglock's 2 holder sessions + 1 wait session (at most half the pool) + its listener + 2 spare
 	pgUncontendedNs  = 32
@@ -111,7 +113,7 @@ func (l *pgRawLocker) Lock(ctx context.Context, key string) (func(context.Contex
 func (l *pgRawLocker) Close() error { l.conn.Release(); return nil }
 
 // openPGBackend returns pglock over a pool of its own of conns connections.
-func openPGBackend(ctx context.Context, e *Env, conns int) (driver.Backend, *pgxpool.Pool, error) {
+func openPGBackend(ctx context.Context, e *Env, conns int, opts ...pglock.Option) (driver.Backend, *pgxpool.Pool, error) {
 	if _, err := newPGBackend(nil); errors.Is(err, errSkip) {
 		return nil, nil, err
 	}
@@ -119,7 +121,7 @@ func openPGBackend(ctx context.Context, e *Env, conns int) (driver.Backend, *pgx
 	if err != nil {
 		return nil, nil, err
 	}
-	b, err := newPGBackend(pool)
+	b, err := newPGBackend(pool, opts...)
 	if err == nil {
 		// Connected at set-up, as the raw rows pin their connections
 		// before the clock starts: what a service does at start-up
@@ -142,7 +144,12 @@ type pgLockxLocker struct {
 }
 
 func openPGLockx(ctx context.Context, e *Env, conns int, opts ...lockx.Option) (Locker, error) {
-	b, pool, err := openPGBackend(ctx, e, conns)
+	return openPGLockxWith(ctx, e, conns, nil, opts...)
+}
+
+// openPGLockxWith is openPGLockx with pglock options.
+func openPGLockxWith(ctx context.Context, e *Env, conns int, popts []pglock.Option, opts ...lockx.Option) (Locker, error) {
+	b, pool, err := openPGBackend(ctx, e, conns, popts...)
 	if err != nil {
 		return nil, err
 	}
@@ -239,6 +246,17 @@ func pgCases() []*Case {
 		}),
 		hot(namePGHotLockx, false, func(ctx context.Context, e *Env) ([]Locker, func(), error) {
 			return hotPGLockx(ctx, e)
+		}),
+		// The holder's row written by every grant, as before publication
+		// was deferred: the difference to the defaults row is the row.
+		hot(namePGHotRowNow, false, func(ctx context.Context, e *Env) ([]Locker, func(), error) {
+			lks, err := openN(hotClients, func() (Locker, error) {
+				return openPGLockxWith(ctx, e, pgClientConns, []pglock.Option{pglock.WithPublishDelay(0)})
+			})
+			if err != nil {
+				return nil, nil, err
+			}
+			return lks, func() { closeAll(lks) }, nil
 		}),
 		// The pool a user gets without sizing it: pgxpool's default
 		// MaxConns (max(4, GOMAXPROCS)).

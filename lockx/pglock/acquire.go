@@ -14,8 +14,10 @@ import (
 )
 
 // Acquire implements lockx.Backend: one attempt, in one round trip, to take
-// the key's advisory lock on a holder session, draw the fencing token from
-// the fence sequence and record the holder's row — all in one statement.
+// the key's advisory lock on a holder session and draw the fencing token
+// from the fence sequence in one statement. The holder's row is written
+// once the hold has lasted the publish delay (WithPublishDelay; a Fair()
+// grant writes it in its statement).
 //
 // Idempotent per owner: a repeated attempt by the holder renews its lease
 // and returns the same token. A refusal reports the holder's remaining lease
@@ -211,7 +213,12 @@ func (b *Backend) attempt(ctx context.Context, s *session, hash int64, req drive
 		s = ws
 		ws.busy = true
 		o.stmt = stAcquireWait
-		o.args = [][]byte{i8(hash), []byte(req.Key), []byte(req.Owner), i8(ms(req.Lease)), []byte(strconv.FormatInt(ms(b.cfg.waitSlice), 10) + "ms")}
+		slice := []byte(strconv.FormatInt(ms(b.cfg.waitSlice), 10) + "ms")
+		if b.cfg.publishDelay > 0 {
+			o.args = [][]byte{i8(hash), slice} // no row: hash and slice only
+		} else {
+			o.args = [][]byte{i8(hash), []byte(req.Key), []byte(req.Owner), i8(ms(req.Lease)), slice}
+		}
 	case shared:
 		o.stmt, o.args = stAcqShared, [][]byte{i8(hash)}
 	case req.Fair:
@@ -363,13 +370,16 @@ func (b *Backend) granted(s *session, sl *slot, p *pending, hash int64, req driv
 		// it back. Release is owner-checked, so this frees nothing else.
 		p.err = backendkit.Unavailable("acquire", errSessionLost)
 		if !s.isDead() && !b.closed {
-			b.releaseOp(s, hash, req.Owner, shared, nil)
+			b.releaseOp(s, hash, req.Owner, shared, req.Fair, nil)
 		}
 		b.wakeLocked(hash, "")
 	default:
 		h := &hold{hash: hash, key: req.Key, owner: req.Owner, token: driver.Token(r.val(0)), shared: shared,
-			sess: s, deadline: start.Add(req.Lease)}
+			sess: s, deadline: start.Add(req.Lease), since: start}
 		h.lease.Arm(req.Lease, func() { b.expire(h) })
+		if !shared {
+			b.armPublish(h, req.Fair) // a fair grant writes its row in its statement
+		}
 		if old := sl.excl; old != nil {
 			// A wait session was granted the key while this process still
 			// counted a hold of it on another session: the server freed

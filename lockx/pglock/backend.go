@@ -99,6 +99,12 @@ type hold struct {
 	// reference, advisory locks counting per session.
 	unlockAfterReap bool
 	loss            backendkit.Losses // NotifyLoss callbacks, guarded by b.mu
+	// published: the holder's row is written, or its write is queued on
+	// sess (every later statement of the hold runs after it). pub is the
+	// timer that will queue it (publish.go).
+	published bool
+	pub       *time.Timer
+	since     time.Time // the grant's start, for the row's acquired time
 }
 
 func (h *hold) remaining(now time.Time) time.Duration { return max(h.deadline.Sub(now), 0) }
@@ -152,7 +158,7 @@ func New(pool *pgxpool.Pool, opts ...Option) *Backend {
 		pool:     pool,
 		cfg:      cfg,
 		names:    n,
-		stmts:    n.statements(),
+		stmts:    n.statements(cfg.publishDelay > 0),
 		sessions: make([]sessionSlot, cfg.sessions+cfg.waitSessions),
 		slots:    make(map[int64]*slot),
 		refused:  make(map[int64]time.Time),
@@ -394,6 +400,7 @@ func (b *Backend) lose(h *hold) {
 	}
 	h.gone = true
 	h.lease.Stop()
+	h.stopPublish()
 	h.loss.Fire(&b.g)
 }
 

@@ -25,7 +25,7 @@ func TestKeyCollisionRefused(t *testing.T) {
 	e := newEnv(t, 20)
 	id := rand.Int64()
 	same := pglock.WithKeyID(func(string) int64 { return id })
-	holder, _ := e.client(t, same)
+	holder, hb := e.client(t, same)
 	other, ob := e.client(t, same, pglock.WithWaitSlice(100*time.Millisecond))
 	ctx := ctxT(t, 30*time.Second)
 	// A waiting Acquire connects other's wait session.
@@ -48,6 +48,12 @@ func TestKeyCollisionRefused(t *testing.T) {
 	l, err := holder.Acquire(ctx, "tenant-a/orders")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Another process tells a collision by the holder's row, written once
+	// the hold has lasted the publish delay (WithPublishDelay); Lock
+	// returns when it is.
+	if li, err := hb.Lock(ctx, "tenant-a/orders"); err != nil || li.Owner != l.Owner() {
+		t.Fatalf("Lock = %+v, %v", li, err)
 	}
 	t.Run("another Backend", func(t *testing.T) {
 		_, err := other.TryAcquire(ctx, "tenant-b/crafted")

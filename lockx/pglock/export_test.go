@@ -46,15 +46,14 @@ type Handoff struct {
 // HandoffFor returns the Handoff of key and owner in schema.
 func HandoffFor(schema, key string, owner []byte) Handoff {
 	n := newNames(schema)
-	st := n.statements()
+	st := n.statements(true)
 	hash := keyHash(defaultConfig().namespace, key)
 	w1, w2 := waitFlag(hash)
 	return Handoff{
-		Settings: sessionSettings,
-		Grant:    st[stAcquireWait],
-		Release:  st[stRelease],
-		GrantArgs: []any{hash, []byte(key), owner, ms(time.Minute),
-			strconv.FormatInt(ms(defaultWaitSlice), 10) + "ms"},
+		Settings:    sessionSettings,
+		Grant:       st[stAcquireWait],
+		Release:     st[stRelease],
+		GrantArgs:   []any{hash, strconv.FormatInt(ms(defaultWaitSlice), 10) + "ms"},
 		ReleaseArgs: []any{hash, owner, w1, w2, n.channel, strconv.FormatInt(hash, 10)},
 	}
 }

@@ -53,18 +53,30 @@ func (b *Backend) TTL(ctx context.Context, key string, owner driver.Owner) (time
 		}
 		return d, nil
 	}
-	ch, err := b.remoteOp(ctx, "ttl", stRemoteTTL, key, owner, 0)
+	var ttl time.Duration
+	try := func() (bool, error) {
+		ch, err := b.remoteOp(ctx, "ttl", stRemoteTTL, key, owner, 0)
+		if err != nil {
+			return false, err
+		}
+		r := await(ch)
+		switch {
+		case r.err != nil:
+			return false, backendkit.Unavailable("ttl", usageError(r.err, b.names))
+		case r.isNull(0):
+			return false, nil
+		}
+		ttl = time.Duration(r.val(0)) * time.Millisecond
+		return true, nil
+	}
+	found, err := b.checkRemote(ctx, "ttl", key, try)
 	if err != nil {
 		return 0, err
 	}
-	r := await(ch)
-	switch {
-	case r.err != nil:
-		return 0, backendkit.Unavailable("ttl", usageError(r.err, b.names))
-	case r.isNull(0):
+	if !found {
 		return 0, driver.ErrNotHeld
 	}
-	return time.Duration(r.val(0)) * time.Millisecond, nil
+	return ttl, nil
 }
 
 // NotifyLoss arranges for fn to run (on its own goroutine) when owner's
@@ -134,21 +146,31 @@ func (e renewal) wait() error {
 // startExtend queues the renewal of h.
 func (b *Backend) startExtend(h *hold, lease time.Duration) renewal {
 	start := time.Now()
+	ch := make(chan result, 1)
 	b.mu.Lock()
 	if h.gone || !start.Before(h.deadline) {
 		b.mu.Unlock()
 		return renewal{err: driver.ErrNotHeld}
 	}
-	b.mu.Unlock()
-	ch := make(chan result, 1)
-	o := &op{fin: func(r result) { ch <- r }}
-	if h.shared {
-		o.stmt = stPing // shared holds have no row: renewing checks the session
+	if !h.shared && !h.published {
+		// The first renewal of a hold whose row is not written yet writes
+		// it, with the new lease.
+		ok := b.publishOp(h, lease, func(r result) { ch <- r })
+		b.mu.Unlock()
+		if !ok {
+			return renewal{err: driver.ErrNotHeld}
+		}
 	} else {
-		o.stmt, o.args = stExtend, [][]byte{i8(h.hash), []byte(h.owner), i8(ms(lease))}
-	}
-	if !h.sess.enqueue(o) {
-		return renewal{err: driver.ErrNotHeld}
+		b.mu.Unlock()
+		o := &op{fin: func(r result) { ch <- r }}
+		if h.shared {
+			o.stmt = stPing // shared holds have no row: renewing checks the session
+		} else {
+			o.stmt, o.args = stExtend, [][]byte{i8(h.hash), []byte(h.owner), i8(ms(lease))}
+		}
+		if !h.sess.enqueue(o) {
+			return renewal{err: driver.ErrNotHeld}
+		}
 	}
 	return renewal{ch: ch, finish: func(r result) error {
 		switch {
@@ -174,18 +196,34 @@ func (b *Backend) startExtend(h *hold, lease time.Duration) renewal {
 // remote runs an owner-checked statement through the lock table for a lock
 // this Backend does not hold.
 func (b *Backend) remote(ctx context.Context, opName, stmt, key string, owner driver.Owner, lease time.Duration) error {
-	ch, err := b.remoteOp(ctx, opName, stmt, key, owner, lease)
+	found, err := b.checkRemote(ctx, opName, key, func() (bool, error) {
+		ch, err := b.remoteOp(ctx, opName, stmt, key, owner, lease)
+		if err != nil {
+			return false, err
+		}
+		r := await(ch)
+		if r.err != nil {
+			return false, backendkit.Unavailable(opName, usageError(r.err, b.names))
+		}
+		return r.rows > 0, nil
+	})
 	if err != nil {
 		return err
 	}
-	r := await(ch)
-	switch {
-	case r.err != nil:
-		return backendkit.Unavailable(opName, usageError(r.err, b.names))
-	case r.rows == 0:
+	if !found {
 		return driver.ErrNotHeld
 	}
 	return nil
+}
+
+// checkRemote runs an owner check through the lock table (try), and again
+// while the owner's row may not be written yet (lookAgain).
+func (b *Backend) checkRemote(ctx context.Context, opName, key string, try func() (bool, error)) (bool, error) {
+	found, err := try()
+	if found || err != nil {
+		return found, err
+	}
+	return b.lookAgain(ctx, opName, b.hash(key), try)
 }
 
 func (b *Backend) remoteOp(ctx context.Context, opName, stmt, key string, owner driver.Owner, lease time.Duration) (chan result, error) {

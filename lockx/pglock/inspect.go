@@ -30,10 +30,33 @@ ORDER BY h.key`
 // Locks implements lockx.Inspector: one query joining the lock table with
 // pg_locks, so a row left behind by a dead session is never reported. Age
 // is measured from the grant by the server's clock.
+//
+// A hold younger than the publish delay has no row yet (WithPublishDelay):
+// when some advisory lock of the database is held without a live row, Locks
+// waits until such a hold would have written its row and reads again.
 func (b *Backend) Locks(ctx context.Context, prefix string, fn func(driver.LockInfo) bool) error {
 	infos, err := b.inspect(ctx, "locks", prefix)
 	if err != nil {
 		return err
+	}
+	if b.cfg.publishDelay > 0 {
+		var young bool
+		q := strings.NewReplacer("{held}", b.names.held).Replace(sqlUnpublished)
+		if err := b.pool.QueryRow(ctx, q).Scan(&young); err != nil && !isMissingSchema(err) {
+			return backendkit.Unavailable("locks", err)
+		}
+		if young {
+			t := time.NewTimer(b.publishWindow())
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return backendkit.Ended(ctx, "locks")
+			case <-t.C:
+			}
+			if infos, err = b.inspect(ctx, "locks", prefix); err != nil {
+				return err
+			}
+		}
 	}
 	for _, li := range infos {
 		if !fn(li) {
@@ -43,19 +66,41 @@ func (b *Backend) Locks(ctx context.Context, prefix string, fn func(driver.LockI
 	return nil
 }
 
-// Lock implements lockx.Inspector.
+// Lock implements lockx.Inspector. A key held by a hold too young to have
+// written its row (WithPublishDelay) is read again until it has.
 func (b *Backend) Lock(ctx context.Context, key string) (driver.LockInfo, error) {
-	infos, err := b.inspect(ctx, "lock", key)
+	var li driver.LockInfo
+	try := func() (bool, error) {
+		infos, err := b.inspect(ctx, "lock", key)
+		if err != nil {
+			return false, err
+		}
+		for _, x := range infos {
+			if x.Key == key {
+				li = x
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	found, err := b.checkRemote(ctx, "lock", key, try)
 	if err != nil {
 		return driver.LockInfo{}, err
 	}
-	for _, li := range infos {
-		if li.Key == key {
-			return li, nil
-		}
+	if !found {
+		return driver.LockInfo{}, driver.ErrNotHeld
 	}
-	return driver.LockInfo{}, driver.ErrNotHeld
+	return li, nil
 }
+
+// sqlUnpublished is true when some session holds an exclusive advisory lock
+// of this database that no live row of the lock table names: a hold too
+// young to have written its row, or a lock taken outside pglock.
+const sqlUnpublished = `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_locks l
+	WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.mode = 'ExclusiveLock' AND l.granted
+	AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
+	AND NOT EXISTS (SELECT 1 FROM {held} h WHERE h.hash = ((l.classid::int8 << 32) | l.objid::int8) AND h.pid = l.pid
+		AND h.expires > clock_timestamp()))`
 
 func (b *Backend) inspect(ctx context.Context, op, prefix string) ([]driver.LockInfo, error) {
 	q := strings.NewReplacer("{live}", sqlLive, "{held}", b.names.held, "{queue}", b.names.queue).Replace(sqlInspect)

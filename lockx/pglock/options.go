@@ -16,6 +16,7 @@ const (
 	DefaultHealthInterval   = time.Second
 	DefaultStatementTimeout = 5 * time.Second
 	DefaultConnectTimeout   = 3 * time.Second
+	DefaultPublishDelay     = 5 * time.Millisecond
 )
 
 // Option configures a Backend (New) or a TxLock call.
@@ -31,6 +32,7 @@ type config struct {
 	health         time.Duration
 	stmtTimeout    time.Duration
 	connectTimeout time.Duration
+	publishDelay   time.Duration
 	autoMigrate    bool
 	logger         *slog.Logger
 	secret         []byte                            // WithKeySecret
@@ -48,6 +50,7 @@ func defaultConfig() config {
 		health:         DefaultHealthInterval,
 		stmtTimeout:    DefaultStatementTimeout,
 		connectTimeout: DefaultConnectTimeout,
+		publishDelay:   DefaultPublishDelay,
 		autoMigrate:    true,
 	}
 }
@@ -168,6 +171,37 @@ func WithConnectTimeout(d time.Duration) Option {
 			return
 		}
 		c.connectTimeout = d
+	}
+}
+
+// WithPublishDelay sets how long a plain exclusive hold may last before its
+// holder's row in lockx_held is written (default 5 ms; 0 writes it in the
+// grant statement itself, as before version 0.9).
+//
+// The row is what lets another process see and check the holder: Release,
+// Extend and TTL by owner through another Backend, force-release, Inspect
+// and a refusal's remaining lease. Writing it costs more server time than
+// the advisory lock and the fencing token together, and on a hot key, where
+// every hold is short, that write is most of a handoff. With a delay, a hold
+// released within it never writes a row; a longer one writes it when the
+// delay has passed (or at its first Extend), with the lease it has left.
+//
+// What the delay changes for other processes: for its first d, a hold is
+// not listed by Inspect, and a refusal reports no remaining lease (the
+// waiter waits as for any refusal). An owner check by another Backend that
+// finds no row while the key is held looks again until a hold younger than
+// d would have been published (about 2d + 20 ms), so it still succeeds for
+// the true owner; for any other owner it answers ErrNotHeld that much later.
+// The lock itself, its fencing token, its lease and loss detection are the
+// same either way. Fair() holds write their row at once (their grant
+// statement touches the fair queue anyway).
+func WithPublishDelay(d time.Duration) Option {
+	return func(c *config) {
+		if d < 0 || d > time.Second {
+			c.fail("publish delay", "need 0 to 1s, got %v", d)
+			return
+		}
+		c.publishDelay = d
 	}
 }
 

@@ -52,12 +52,13 @@ func (b *Backend) Release(ctx context.Context, key string, owner driver.Owner) e
 	}
 	h.gone = true
 	h.lease.Stop()
+	h.stopPublish()
 	h.loss.Drop()
 	s := h.sess
 	var ch chan result
 	if !h.shared || len(sl.shared) == 0 {
 		ch = make(chan result, 1)
-		if !b.releaseOp(s, hash, owner, h.shared, ch) {
+		if !b.releaseOp(s, hash, owner, h.shared, h.published, ch) {
 			ch = nil // the session died: the server freed the lock with it
 		}
 	}
@@ -79,13 +80,17 @@ func (b *Backend) Release(ctx context.Context, key string, owner driver.Owner) e
 	return nil
 }
 
-// releaseOp queues the statement that frees hash on s: unlock, drop the row,
-// notify waiters if any. Callers hold b.mu.
-func (b *Backend) releaseOp(s *session, hash int64, owner driver.Owner, shared bool, ch chan result) bool {
+// releaseOp queues the statement that frees hash on s: unlock, notify
+// waiters if any, and — for a hold whose row was written (published) while
+// grants defer their rows — mark the row released. Callers hold b.mu.
+func (b *Backend) releaseOp(s *session, hash int64, owner driver.Owner, shared, published bool, ch chan result) bool {
 	w1, w2 := waitFlag(hash)
 	stmt := stRelease
-	if shared {
+	switch {
+	case shared:
 		stmt = stRelShared
+	case published && b.cfg.publishDelay > 0:
+		stmt = stReleasePub
 	}
 	o := &op{stmt: stmt, args: [][]byte{i8(hash), []byte(owner), i4(w1), i4(w2), []byte(b.names.channel), b.payload(hash)},
 		fin: func(r result) {
@@ -93,7 +98,7 @@ func (b *Backend) releaseOp(s *session, hash int64, owner driver.Owner, shared b
 				ch <- r
 			}
 		}}
-	if !shared {
+	if stmt == stRelease {
 		o.group = &groupArgs{kind: groupRelease, hash: hash, owner: []byte(owner)}
 	}
 	return s.enqueue(o)
@@ -101,24 +106,30 @@ func (b *Backend) releaseOp(s *session, hash int64, owner driver.Owner, shared b
 
 // remoteRelease releases by owner through the lock table.
 func (b *Backend) remoteRelease(ctx context.Context, hash int64, key string, owner driver.Owner) error {
-	s, err := b.session(ctx, b.index(hash))
+	found, err := b.checkRemote(ctx, "release", key, func() (bool, error) {
+		s, err := b.session(ctx, b.index(hash))
+		if err != nil {
+			return false, backendkit.Unavailable("release", err)
+		}
+		ch := make(chan result, 1)
+		o := &op{stmt: stRemoteRel, args: [][]byte{i8(hash), []byte(owner), []byte(key), []byte(b.names.channel), b.payload(hash)},
+			fin: func(r result) { ch <- r }}
+		if !s.enqueue(o) {
+			return false, backendkit.Unavailable("release", errSessionLost)
+		}
+		r := await(ch)
+		if r.err != nil {
+			return false, backendkit.Unavailable("release", usageError(r.err, b.names))
+		}
+		return r.val(1) > 0, nil
+	})
 	if err != nil {
-		return backendkit.Unavailable("release", err)
+		return err
 	}
-	ch := make(chan result, 1)
-	o := &op{stmt: stRemoteRel, args: [][]byte{i8(hash), []byte(owner), []byte(key), []byte(b.names.channel), b.payload(hash)},
-		fin: func(r result) { ch <- r }}
-	if !s.enqueue(o) {
-		return backendkit.Unavailable("release", errSessionLost)
+	if !found {
+		return driver.ErrNotHeld
 	}
-	r := await(ch)
-	if r.err != nil {
-		return backendkit.Unavailable("release", usageError(r.err, b.names))
-	}
-	if r.val(1) > 0 {
-		return nil
-	}
-	return driver.ErrNotHeld
+	return nil
 }
 
 // expire is a hold's lease timer. Shared holds are process-local and end
@@ -136,7 +147,7 @@ func (b *Backend) expire(h *hold) {
 		if sl != nil && sl.shared[h.owner] == h {
 			delete(sl.shared, h.owner)
 			if len(sl.shared) == 0 {
-				b.releaseOp(h.sess, h.hash, h.owner, true, nil)
+				b.releaseOp(h.sess, h.hash, h.owner, true, false, nil)
 			}
 			b.dropIfEmpty(h.hash, sl)
 		}
@@ -189,7 +200,7 @@ func (b *Backend) revoke(h *hold) {
 		sl.excl = nil
 		b.dropIfEmpty(h.hash, sl)
 	}
-	b.releaseOp(h.sess, h.hash, h.owner, false, nil)
+	b.releaseOp(h.sess, h.hash, h.owner, false, false, nil) // its row is gone or marked released
 	b.wakeLocked(h.hash, "")
 }
 

@@ -28,6 +28,8 @@ const (
 	stLost         = "lockx_lost"
 	stAcquireMany  = "lockx_acquire_many"
 	stReleaseMany  = "lockx_release_many"
+	stPublish      = "lockx_publish"
+	stReleasePub   = "lockx_release_published"
 )
 
 // names are the quoted identifiers of one schema's objects.
@@ -124,25 +126,61 @@ const sqlGrantTail = `, w AS (
 
 // A refusal's second column is the holder's lease left in ms; its third is
 // 1 when the id is held, live, under another key than $2 (a collision,
-// ErrKeyCollision): only then is pg_locks read.
+// ErrKeyCollision): only then is pg_locks read. A row marked released
+// (expires 'epoch') is no holder, even if its session holds the id again
+// for an owner whose row is not yet written.
 const sqlGrantResult = `SELECT g.token, CASE WHEN g.token IS NULL THEN (SELECT greatest(ceil(extract(epoch FROM h.expires - clock_timestamp()) * 1000), 0)::int8
 	FROM {held} h WHERE h.hash = $1::int8) END,
-	CASE WHEN g.token IS NULL THEN (SELECT ` + sqlCollision + ` FROM {held} h WHERE h.hash = $1::int8 AND h.key <> $2::bytea) END FROM g`
+	CASE WHEN g.token IS NULL THEN (SELECT ` + sqlCollision + ` FROM {held} h WHERE h.hash = $1::int8 AND h.key <> $2::bytea AND h.expires > clock_timestamp()) END FROM g`
 
 // sqlCollision is 1 when the row h, of another key, is a live lock; the
 // CASE keeps pg_locks unread for the same key.
 const sqlCollision = `CASE WHEN {live} THEN 1 ELSE 0 END::int8`
 
+// sqlHolderRow writes the holder's row of a grant made without it (a
+// deferred publication, see Backend.publish), overwriting the row of an
+// earlier holder. $1 hash, $2 key, $3 owner, $4 token, $5 lease left in ms,
+// $6 the hold's age in ms (its acquired time).
+const sqlHolderRow = `INSERT INTO {held} AS h (hash, key, owner, token, expires, pid, acquired)
+	VALUES ($1::int8, $2::bytea, $3::bytea, $4::int8, clock_timestamp() + $5::int8 * interval '1 millisecond', pg_backend_pid(),
+		clock_timestamp() - $6::int8 * interval '1 millisecond')
+	ON CONFLICT (hash) DO UPDATE SET key = excluded.key, owner = excluded.owner, token = excluded.token,
+		expires = excluded.expires, pid = excluded.pid, acquired = excluded.acquired`
+
 // statements returns the prepared statements of a holder session. CASE fixes
 // the evaluation order: the queue check before the lock, the lock before the
 // token, the unlock before the waiter check.
-func (n names) statements() map[string]string {
+//
+// With deferred, the plain grants (stAcquire, stAcquireWait, stAcquireMany)
+// take the lock and draw the token but write no holder row: the Backend
+// writes it (stPublish) only once a hold has lasted the publish delay, so a
+// short hold — every hold of a hot key — costs no row write at all. The
+// release of a published hold (stReleasePub) then marks its row released:
+// the session may next hold the key for an owner whose row is not yet
+// written, and the old row must not pass for that owner's.
+func (n names) statements(deferred bool) map[string]string {
+	grantTail := sqlGrantTail
+	if deferred {
+		// Owner and lease are not used without the row, but keep their
+		// types (an unreferenced CTE is never run).
+		grantTail = `, w AS (SELECT $3::bytea, $4::int8)`
+	}
+	manyRows := `, w AS (
+	INSERT INTO {held} AS h (hash, key, owner, token, expires, pid)
+	SELECT g.hash, g.key, g.owner, g.token, clock_timestamp() + g.lease_ms * interval '1 millisecond', pg_backend_pid()
+	FROM g WHERE g.token IS NOT NULL
+	ON CONFLICT (hash) DO UPDATE SET key = excluded.key, owner = excluded.owner, token = excluded.token,
+		expires = excluded.expires, pid = excluded.pid, acquired = clock_timestamp()
+)`
+	if deferred {
+		manyRows = ""
+	}
 	m := map[string]string{
 		// A plain acquisition yields to live fair waiters.
 		stAcquire: `WITH g AS MATERIALIZED (
 	SELECT CASE WHEN EXISTS (SELECT 1 FROM {queue} WHERE hash = $1::int8 AND expires > clock_timestamp()) THEN NULL
 		WHEN pg_try_advisory_lock($1::int8) THEN {fence} END AS token
-)` + sqlGrantTail + sqlGrantResult,
+)` + grantTail + sqlGrantResult,
 
 		// A waiter's acquisition on a wait session: it queues in
 		// PostgreSQL's own lock queue for at most the lock timeout $5 (set
@@ -155,7 +193,7 @@ func (n names) statements() map[string]string {
 	SELECT CASE WHEN EXISTS (SELECT 1 FROM {queue} WHERE hash = $1::int8 AND expires > clock_timestamp()) THEN NULL
 		WHEN set_config('lock_timeout', $5::text, true) IS NULL THEN NULL
 		WHEN pg_advisory_lock($1::int8)::text IS NOT NULL AND set_config('lock_timeout', '0', true) IS NOT NULL THEN {fence} END AS token
-)` + sqlGrantTail + sqlGrantResult,
+)` + grantTail + sqlGrantResult,
 
 		// A fair acquisition tries only at the head of the queue; refused
 		// with $5 (wait) it joins the queue or refreshes its entry, keeping
@@ -194,6 +232,15 @@ func (n names) statements() map[string]string {
 		stRelease: `SELECT CASE WHEN NOT pg_advisory_unlock($1::int8) THEN -1
 	WHEN pg_try_advisory_xact_lock($3::int4, $4::int4) THEN 0
 	ELSE 1 + length(pg_notify($5::text, $6::text || {head})::text) END::int8`,
+
+		// Release of a published hold: stRelease, and its row marked
+		// released in the same transaction.
+		stReleasePub: `WITH d AS (UPDATE {held} SET expires = 'epoch' WHERE hash = $1::int8 AND owner = $2::bytea AND pid = pg_backend_pid())
+SELECT CASE WHEN NOT pg_advisory_unlock($1::int8) THEN -1
+	WHEN pg_try_advisory_xact_lock($3::int4, $4::int4) THEN 0
+	ELSE 1 + length(pg_notify($5::text, $6::text || {head})::text) END::int8`,
+
+		stPublish: sqlHolderRow,
 
 		// Reap an expired lease by the server's clock, or report the ms left
 		// if it was extended meanwhile. Parameters as for release.
@@ -253,16 +300,10 @@ g AS MATERIALIZED (
 	SELECT r.*, CASE WHEN EXISTS (SELECT 1 FROM {queue} q WHERE q.hash = r.hash AND q.expires > clock_timestamp()) THEN NULL
 		WHEN pg_try_advisory_lock(r.hash) THEN {fence} END AS token
 	FROM r ORDER BY r.i
-), w AS (
-	INSERT INTO {held} AS h (hash, key, owner, token, expires, pid)
-	SELECT g.hash, g.key, g.owner, g.token, clock_timestamp() + g.lease_ms * interval '1 millisecond', pg_backend_pid()
-	FROM g WHERE g.token IS NOT NULL
-	ON CONFLICT (hash) DO UPDATE SET key = excluded.key, owner = excluded.owner, token = excluded.token,
-		expires = excluded.expires, pid = excluded.pid, acquired = clock_timestamp()
-)
+)` + manyRows + `
 SELECT g.token, CASE WHEN g.token IS NULL THEN (SELECT greatest(ceil(extract(epoch FROM h.expires - clock_timestamp()) * 1000), 0)::int8
 	FROM {held} h WHERE h.hash = g.hash) END,
-	CASE WHEN g.token IS NULL THEN (SELECT ` + sqlCollision + ` FROM {held} h WHERE h.hash = g.hash AND h.key <> g.key) END
+	CASE WHEN g.token IS NULL THEN (SELECT ` + sqlCollision + ` FROM {held} h WHERE h.hash = g.hash AND h.key <> g.key AND h.expires > clock_timestamp()) END
 FROM g ORDER BY g.i`,
 
 		// The plain releases of one pipeline batch as one statement. Arrays
@@ -285,6 +326,19 @@ SELECT CASE WHEN pg_try_advisory_xact_lock($3::int4, $4::int4) THEN 0
 		// Undo a grant statement that failed (it may have taken the lock).
 		stUnlock:       `SELECT CASE WHEN pg_advisory_unlock($1::int8) THEN 0 ELSE -1 END::int8`,
 		stUnlockShared: `SELECT CASE WHEN pg_advisory_unlock_shared($1::int8) THEN 0 ELSE -1 END::int8`,
+	}
+	if deferred {
+		// Without the row, a waiter's acquisition is one plain SELECT:
+		// no CTE, no refusal lease or collision column (a wait session
+		// refuses only to yield to fair waiters, and a collision is found
+		// by the try on the holder session after the slice), and the lock
+		// timeout left in place after the grant — it ends with the
+		// statement's transaction, and a timeout of nextval after the grant
+		// is handled as the slice's end (the grant is given back). $1 hash,
+		// $2 the slice.
+		m[stAcquireWait] = `SELECT CASE WHEN EXISTS (SELECT 1 FROM {queue} WHERE hash = $1::int8 AND expires > clock_timestamp()) THEN NULL
+		WHEN set_config('lock_timeout', $2::text, true) IS NULL THEN NULL
+		WHEN pg_advisory_lock($1::int8)::text IS NOT NULL THEN {fence} END, 0::int8, 0::int8`
 	}
 	for k, v := range m {
 		m[k] = n.expand(v)
