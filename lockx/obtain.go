@@ -115,7 +115,12 @@ func (a *acquisition) judge(ctx context.Context, err error) error {
 		return a.giveUp(req.Wait, err)
 	}
 	if err != nil { // an unknown outcome: retried
-		a.ambiguous, a.lastErr = true, err
+		a.ambiguous = true
+		if !errors.Is(err, errBudget) {
+			// An attempt the wait budget cut off is no failure of the
+			// backend: the verdict stays "busy for the whole budget".
+			a.lastErr = err
+		}
 	}
 	switch {
 	case ctx.Err() != nil:
