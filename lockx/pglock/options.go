@@ -176,7 +176,7 @@ func WithConnectTimeout(d time.Duration) Option {
 
 // WithPublishDelay sets how long a plain exclusive hold may last before its
 // holder's row in lockx_held is written (default 5 ms; 0 writes it in the
-// grant statement itself, as before version 0.9).
+// grant statement itself).
 //
 // The row is what lets another process see and check the holder: Release,
 // Extend and TTL by owner through another Backend, force-release, Inspect
@@ -192,6 +192,8 @@ func WithConnectTimeout(d time.Duration) Option {
 // finds no row while the key is held looks again until a hold younger than
 // d would have been published (about 2d + 20 ms), so it still succeeds for
 // the true owner; for any other owner it answers ErrNotHeld that much later.
+// The reader looks again for as long as its own delay says, so processes
+// that share locks should use one delay, as they use one namespace.
 // The lock itself, its fencing token, its lease and loss detection are the
 // same either way. Fair() holds write their row at once (their grant
 // statement touches the fair queue anyway).
