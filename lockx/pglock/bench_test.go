@@ -300,9 +300,8 @@ func BenchmarkHotKey(b *testing.B) {
 			hs[i] = pglock.HandoffFor(e.schema, "hot", []byte(lockx.NewOwner()))
 		}
 		pinned(b, settings, func(ctx context.Context, c *pgx.Conn, i int) error {
-			var token *int64
-			var ttl *int64
-			if err := c.QueryRow(ctx, hs[i].Grant, hs[i].GrantArgs...).Scan(&token, &ttl); err != nil {
+			var token, ttl, collision *int64
+			if err := c.QueryRow(ctx, hs[i].Grant, hs[i].GrantArgs...).Scan(&token, &ttl, &collision); err != nil {
 				return err
 			}
 			if token == nil {

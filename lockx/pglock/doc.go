@@ -21,11 +21,14 @@
 // (WithSessions, default 2) that the Backend keeps out of the pool; many locks share a session, and the Backend's memory
 // records which owner holds which key, since PostgreSQL cannot tell two
 // owners of one session apart. In the same statement the grant draws its
-// fencing token from the sequence <schema>.lockx_fence and records a row in
+// fencing token from the sequence <schema>.lockx_fence. A hold that lasts
+// the publish delay (WithPublishDelay, default 5 ms) then records a row in
 // the UNLOGGED table <schema>.lockx_held (key, owner, token, lease, session
 // pid), which lets any process check an owner, see a holder's lease, or
-// force-release a lock. A release does not touch the row: a row counts only
-// while its session holds the advisory lock.
+// force-release a lock; a shorter hold — every hold of a hot key — never
+// writes one, so its handoff costs the server the lock, the token and the
+// unlock. A row counts only while unexpired and while its session holds the
+// advisory lock; the release of a hold that wrote one marks it released.
 //
 // Holder sessions commit asynchronously, so no grant waits for a disk
 // flush, and use generic plans for their prepared statements (re-planning
@@ -44,7 +47,8 @@
 // # Leases
 //
 // Advisory locks have no TTL. The lease given to Acquire (lockx.WithLease,
-// or the watchdog's) lives in the lock's row and in the Backend's memory:
+// or the watchdog's) lives in the Backend's memory and, once the hold has
+// written it, in the lock's row (by the server's clock):
 // when it passes without Extend, the Backend frees the lock and wakes
 // waiters. A holder process that dies frees its locks at once (its sessions
 // end); one that hangs keeps them until its sessions are killed — use
@@ -55,7 +59,7 @@
 // Waiters do not hold a connection each. A plain waiter whose Backend has a
 // free wait session (WithWaitSessions, default 1) queues in PostgreSQL's own
 // lock queue there: pg_advisory_lock, in slices of 200 ms, in the statement
-// that also draws the token and writes the row, so a release hands the lock
+// that also draws the token, so a release hands the lock
 // over inside the server, in arrival order, with no notification and no
 // competing re-attempt. A waiting Acquire connects the wait sessions in the
 // background, so that they are ready when the key turns out to be
