@@ -189,9 +189,11 @@ func WithConnectTimeout(d time.Duration) Option {
 // What the delay changes for other processes: for its first d, a hold is
 // not listed by Inspect, and a refusal reports no remaining lease (the
 // waiter waits as for any refusal). An owner check by another Backend that
-// finds no row while the key is held looks again until a hold younger than
-// d would have been published (about 2d + 20 ms), so it still succeeds for
-// the true owner; for any other owner it answers ErrNotHeld that much later.
+// finds no row while the key is held by a hold without one looks again
+// until a hold younger than d would have been published (about 2d + 20 ms),
+// so it still succeeds for the true owner, and for any other owner answers
+// ErrNotHeld that much later; a key that is free or held by a published
+// hold is answered at once (a waiter withdrawing pays nothing).
 // The reader looks again for as long as its own delay says, so processes
 // that share locks should use one delay, as they use one namespace.
 // The lock itself, its fencing token, its lease and loss detection are the

@@ -73,43 +73,59 @@ func (b *Backend) publishOp(h *hold, lease time.Duration, fin func(result)) bool
 	return true
 }
 
-// sqlHeldAnywhere is 1 when some session of this database holds the
-// advisory lock $1 exclusively.
-const sqlHeldAnywhere = `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_locks l
+// sqlYoung tells who holds the advisory lock $1 exclusively, in this
+// database: 0 nobody, 1 a session a live row of the lock table names (a
+// published hold), 2 a session no live row names — a hold too young to
+// have written its row (or a lock taken outside pglock).
+const sqlYoung = `SELECT coalesce(max(CASE WHEN EXISTS (SELECT 1 FROM {held} h WHERE h.hash = $1::int8 AND h.pid = l.pid
+		AND h.expires > clock_timestamp()) THEN 1 ELSE 2 END), 0)::int8
+	FROM pg_catalog.pg_locks l
 	WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.mode = 'ExclusiveLock' AND l.granted
 	AND l.classid::int8 = (($1::int8 >> 32) & 4294967295) AND l.objid::int8 = ($1::int8 & 4294967295)
-	AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database()))`
+	AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())`
 
 // publishWindow is how long after a grant its row may still be missing: the
 // publish delay twice over, and room for the write to run.
 func (b *Backend) publishWindow() time.Duration { return 2*b.cfg.publishDelay + 20*time.Millisecond }
 
 // lookAgain runs a check through the lock table (try) that found no row for
-// hash. If the key's advisory lock is held, by a hold that may be too young
-// to have written its row, it tries again until the row would surely be
-// there; found reports whether a try found what it looked for.
-func (b *Backend) lookAgain(ctx context.Context, op string, hash int64, try func() (found bool, err error)) (bool, error) {
+// hash again, for as long as the key is held by a hold too young to have
+// written its row (sqlYoung, asked on the key's holder session), and at
+// most publishWindow; found reports whether a try found what it looked
+// for. A free key is answered at once, and a key held by a published hold
+// after one more try (its row may have been written since the first).
+func (b *Backend) lookAgain(ctx context.Context, opName string, hash int64, try func() (found bool, err error)) (bool, error) {
 	if b.cfg.publishDelay == 0 {
-		return false, nil
-	}
-	var held bool
-	if err := b.pool.QueryRow(ctx, sqlHeldAnywhere, hash).Scan(&held); err != nil {
-		return false, backendkit.Unavailable(op, err)
-	}
-	if !held {
 		return false, nil
 	}
 	deadline := time.Now().Add(b.publishWindow())
 	t := time.NewTimer(b.cfg.publishDelay)
 	defer t.Stop()
 	for {
+		s, err := b.session(ctx, b.index(hash))
+		if err != nil {
+			return false, backendkit.Unavailable(opName, err)
+		}
+		ch := make(chan result, 1)
+		if !s.enqueue(&op{stmt: stYoung, args: [][]byte{i8(hash)}, fin: func(r result) { ch <- r }}) {
+			return false, backendkit.Unavailable(opName, errSessionLost)
+		}
+		r := await(ch)
+		switch {
+		case r.err != nil:
+			return false, backendkit.Unavailable(opName, usageError(r.err, b.names))
+		case r.val(0) == 0 || !time.Now().Before(deadline):
+			return false, nil // free (a hold begun since is not the one looked for), or waited long enough
+		case r.val(0) == 1:
+			return try() // published, perhaps since the last try
+		}
 		select {
 		case <-ctx.Done():
-			return false, backendkit.Ended(ctx, op)
+			return false, backendkit.Ended(ctx, opName)
 		case <-t.C:
 		}
 		found, err := try()
-		if found || err != nil || !time.Now().Before(deadline) {
+		if found || err != nil {
 			return found, err
 		}
 		t.Reset(b.cfg.publishDelay)

@@ -30,6 +30,7 @@ const (
 	stReleaseMany  = "lockx_release_many"
 	stPublish      = "lockx_publish"
 	stReleasePub   = "lockx_release_published"
+	stYoung        = "lockx_young"
 )
 
 // names are the quoted identifiers of one schema's objects.
@@ -241,6 +242,7 @@ SELECT CASE WHEN NOT pg_advisory_unlock($1::int8) THEN -1
 	ELSE 1 + length(pg_notify($5::text, $6::text || {head})::text) END::int8`,
 
 		stPublish: sqlHolderRow,
+		stYoung:   sqlYoung,
 
 		// Reap an expired lease by the server's clock, or report the ms left
 		// if it was extended meanwhile. Parameters as for release.
