@@ -33,9 +33,10 @@ type Client struct {
 	closed  bool
 	done    chan struct{} // closed by Close
 	wd      watchdog
-	gates   gates // LocalFirst queues, per key
-	owners  gates // serialise backend calls of one explicit owner on one key
-	bg      calls // backend calls left running past a wait budget, and withdrawals
+	exp     expiries // the validity timer of every hold
+	gates   gates    // LocalFirst queues, per key
+	owners  gates    // serialise backend calls of one explicit owner on one key
+	bg      calls    // backend calls left running past a wait budget, and withdrawals
 	closing sync.Once
 }
 
@@ -134,6 +135,7 @@ func (c *Client) Close() error {
 		}
 		c.mu.Unlock()
 		c.wd.stop()
+		c.exp.stop()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		for _, h := range holds {

@@ -13,7 +13,7 @@ import (
 // hold is the shared state of one grant: every handle of one (key, owner)
 // points at it.
 //
-// Its fields come in four groups, by what guards them, and each is read and
+// Its fields come in five groups, by what guards them, and each is read and
 // written only as its group says:
 //
 //   - fixed: set by init before the hold is published (put in the Client's
@@ -22,15 +22,16 @@ import (
 //     handle count and the final release's state, which re-entry and
 //     release decide on together with the registry;
 //   - h.mu: what changes while the lock is held — the lease and its local
-//     validity, the timers, the renewal schedule, the lock's context and
-//     how the hold ended. renewing and renewFrom are the watchdog's
+//     validity, the renewal schedule, the lock's context and how the
+//     hold ended. renewing and renewFrom are the watchdog's
 //     besides: it writes them holding its own w.mu as well, so that a
 //     collect, which holds w.mu, sees a renewal group's holds change
 //     together;
+//   - c.exp.mu, the Client's validity heap's mutex: the hold's place in it;
 //   - atomics, read without a lock on every re-entry and release.
 //
-// Lock order: the watchdog's w.mu and a validityGroup's g.mu come before
-// h.mu; c.mu is never held together with h.mu.
+// Lock order: the watchdog's w.mu comes before h.mu, and h.mu before the
+// validity heap's c.exp.mu; c.mu is never held together with h.mu.
 type hold struct {
 	// fixed
 	c        *Client
@@ -65,9 +66,7 @@ type hold struct {
 	// guarded by h.mu
 	mu         sync.Mutex
 	lease      time.Duration
-	validUntil time.Time      // local: grant start + lease − drift
-	timer      *time.Timer    // the validity timer, or nil in a group
-	group      *validityGroup // the shared validity timer of a set granted together
+	validUntil time.Time // local: grant start + lease − drift
 	nextRenew  time.Time
 	renewing   bool      // a watchdog renewal of this hold is in flight (and w.mu)
 	renewFrom  time.Time // when that renewal was collected: its next renewal is about lease/3 later (and w.mu)
@@ -84,6 +83,9 @@ type hold struct {
 	cause    error       // why the hold ended, once it has
 	onEnd    []*endWatch // called once with the cause when the hold ends (LockSets' member watches)
 	onEndBuf [1]*endWatch
+
+	// guarded by c.exp.mu
+	expIdx int // index in the Client's validity heap (expiries), -1 when out
 
 	// atomics
 	lostFlag atomic.Bool // markLost ran
@@ -125,6 +127,7 @@ func (h *hold) init(ctx context.Context, a *acquisition) {
 		gate:     a.gate,
 		count:    1,
 		lease:    a.req.Lease,
+		expIdx:   -1,
 	}
 	a.gate = nil
 	h.first.h = h
@@ -208,120 +211,14 @@ func (h *hold) unwatch(w *endWatch) {
 	h.mu.Unlock()
 }
 
-// armValidity starts the timer that declares the lock lost once its local
-// validity has passed without a renewal.
+// armValidity has the Client's validity timer declare the lock lost once
+// its local validity has passed without a renewal (expiries).
 func (h *hold) armValidity() {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.finished {
-		return
-	}
-	h.timer = time.AfterFunc(time.Until(h.validUntil), h.checkExpired)
-}
-
-func (h *hold) checkExpired() {
-	h.mu.Lock()
-	if h.finished {
-		h.mu.Unlock()
-		return
-	}
-	if d := time.Until(h.validUntil); d > 0 { // renewed meanwhile
-		h.timer.Reset(d)
-		h.mu.Unlock()
-		return
+	if !h.finished {
+		h.c.exp.add(h, h.validUntil)
 	}
 	h.mu.Unlock()
-	h.markLost("lease expired locally before renewal")
-}
-
-// A validityGroup is one validity timer for the holds of a set granted in
-// one backend call (Client.AcquireMany through a ManyAcquirer): they start
-// with one validUntil, so one timer serves them where one each would cost
-// an allocation and a timer-heap insertion per key on the acquire path. It
-// fires at the earliest validUntil of its live members, declares lost every
-// member whose validity has passed, and re-arms for the rest.
-//
-// Lock order: g.mu, then a member's h.mu. A member therefore tells the
-// group of a changed validity (schedule) and of its end (memberDone) after
-// releasing its own mutex.
-type validityGroup struct {
-	holds []*hold // fixed at creation
-
-	mu    sync.Mutex
-	timer *time.Timer
-	at    time.Time // when the timer fires
-	live  int       // members not finished
-}
-
-// armGroup gives holds (fresh, unregistered elsewhere yet) one shared
-// validity timer.
-func armGroup(holds []*hold) {
-	g := &validityGroup{holds: holds, live: len(holds)}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, h := range holds {
-		h.mu.Lock()
-		h.group = g
-		if h.finished {
-			g.live--
-		} else if g.at.IsZero() || h.validUntil.Before(g.at) {
-			g.at = h.validUntil
-		}
-		h.mu.Unlock()
-	}
-	if g.live > 0 {
-		g.timer = time.AfterFunc(time.Until(g.at), g.check)
-	}
-}
-
-func (g *validityGroup) check() {
-	var expired []*hold
-	g.mu.Lock()
-	if g.live == 0 {
-		g.mu.Unlock()
-		return
-	}
-	var next time.Time
-	now := time.Now()
-	for _, h := range g.holds {
-		h.mu.Lock()
-		switch {
-		case h.finished:
-		case !h.validUntil.After(now):
-			expired = append(expired, h)
-		case next.IsZero() || h.validUntil.Before(next):
-			next = h.validUntil
-		}
-		h.mu.Unlock()
-	}
-	if !next.IsZero() {
-		g.at = next
-		g.timer.Reset(next.Sub(now))
-	}
-	g.mu.Unlock()
-	for _, h := range expired {
-		h.markLost("lease expired locally before renewal")
-	}
-}
-
-// schedule makes the timer fire by t (a member's new validUntil) at the
-// latest. A later t needs nothing: the timer fires early and re-arms.
-func (g *validityGroup) schedule(t time.Time) {
-	g.mu.Lock()
-	if g.live > 0 && t.Before(g.at) {
-		g.at = t
-		g.timer.Reset(time.Until(t))
-	}
-	g.mu.Unlock()
-}
-
-// memberDone counts a member's end; the timer stops with the last one.
-func (g *validityGroup) memberDone() {
-	g.mu.Lock()
-	if g.live--; g.live == 0 && g.timer != nil {
-		g.timer.Stop()
-	}
-	g.mu.Unlock()
 }
 
 // renewed records a successful extension sent at start for lease.
@@ -334,14 +231,8 @@ func (h *hold) renewed(start time.Time, lease time.Duration) {
 	h.lease = lease
 	h.validUntil = start.Add(lease - h.drift(lease))
 	h.nextRenew = start.Add(lease / 3)
-	if h.timer != nil {
-		h.timer.Reset(time.Until(h.validUntil))
-	}
-	g, until := h.group, h.validUntil
+	h.c.exp.update(h, h.validUntil)
 	h.mu.Unlock()
-	if g != nil { // after h.mu: the group's mutex comes first
-		g.schedule(until)
-	}
 }
 
 func (h *hold) isLost() bool { return h.lostFlag.Load() }
@@ -359,6 +250,7 @@ func (h *hold) markLost(why string) {
 	if h.lost != nil {
 		close(h.lost)
 	}
+	h.c.exp.remove(h)
 	h.mu.Unlock()
 	h.c.wd.remove(h)
 	h.c.mu.Lock()
@@ -379,14 +271,9 @@ func (h *hold) finish(cause error) {
 		return
 	}
 	h.finished = true
-	if h.timer != nil {
-		h.timer.Stop()
-	}
-	stopLoss, g := h.stopLoss, h.group
+	h.c.exp.remove(h)
+	stopLoss := h.stopLoss
 	h.mu.Unlock()
-	if g != nil {
-		g.memberDone()
-	}
 	if stopLoss != nil {
 		stopLoss()
 	}

@@ -197,9 +197,8 @@ func (c *Client) acquireBatch(ctx context.Context, ma driver.ManyAcquirer, sorte
 
 // registerSet registers the holds of a set that one ManyAcquirer call
 // granted, as register would each: under one hold of the Client's mutex,
-// from one allocation of holds and one of handles, with one validity timer
-// for the set (armGroup). The set's owner was made for it, so no member can
-// re-enter an existing hold. If the Client has closed meanwhile, it frees
+// from one allocation of holds and one of handles. The set's owner was
+// made for it, so no member can re-enter an existing hold. If the Client has closed meanwhile, it frees
 // every key and returns ErrClosed.
 func (c *Client) registerSet(ctx context.Context, reqs []driver.Request, res []driver.Result, start time.Time, cfg *config) ([]*Lock, error) {
 	holds := make([]hold, len(reqs))
@@ -226,8 +225,8 @@ func (c *Client) registerSet(ctx context.Context, reqs []driver.Request, res []d
 		c.holds[h.hk] = h
 	}
 	c.mu.Unlock()
-	armGroup(hs)
 	for _, h := range hs {
+		h.armValidity()
 		c.attach(h)
 	}
 	return locks, nil

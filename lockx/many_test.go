@@ -416,7 +416,7 @@ func TestLockSetReleaseManyObserved(t *testing.T) {
 	}
 }
 
-// A set granted in one call shares one validity timer (armGroup): each
+// A set granted in one call shares the Client's validity timer: each
 // member is still declared lost when its own lease passes without renewal,
 // a member extended for longer outlives the others, and one extended for
 // less than the timer's next firing is declared lost on time.

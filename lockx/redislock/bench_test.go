@@ -102,19 +102,11 @@ func BenchmarkUncontendedBackend(b *testing.B) {
 
 var rawRelease = redis.NewScript(`if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`)
 
-// BenchmarkRaw is the baseline: SET key owner NX PX, then compare-and-delete
-// by script (EVALSHA), with a fresh random owner per pair as a lock needs.
+// BenchmarkRaw is the baseline: SET key owner NX PX, then
+// compare-and-delete by script (EVALSHA), with a fresh random owner per
+// pair as a lock needs (rawPair).
 func BenchmarkRaw(b *testing.B) {
-	rdb := benchRedis(b)
-	prefix := testPrefix()
-	pair := func(ctx context.Context, key string) error {
-		k, o := prefix+key, string(lockx.NewOwner())
-		ok, err := rdb.SetNX(ctx, k, o, 10*time.Second).Result()
-		if err != nil || !ok {
-			return err
-		}
-		return rawRelease.Run(ctx, rdb, []string{k}, o).Err()
-	}
+	pair := rawPair(benchRedis(b), testPrefix())
 	for _, g := range []int{1, 64} {
 		b.Run("g"+strconv.Itoa(g), func(b *testing.B) { runPairs(b, g, pair) })
 	}
