@@ -81,8 +81,12 @@ func budgetCut(ctx context.Context, deadline time.Time, err error) bool {
 
 // attempt is one backend Acquire, bounded by deadline (see bounded). A
 // call cut off there is an unknown outcome, reported as ErrUnavailable;
-// whatever it later obtains is released.
+// whatever it later obtains is released. Without a deadline it is a plain
+// call: bounded's closures would escape to the heap even then.
 func (c *Client) attempt(ctx context.Context, ops *driver.GrantOps, req driver.Request, deadline time.Time) (driver.Result, error) {
+	if deadline.IsZero() {
+		return ops.Acquire(ctx, req)
+	}
 	type result struct {
 		res driver.Result
 		err error
