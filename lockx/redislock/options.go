@@ -33,7 +33,15 @@ type config struct {
 	// hand the key to its own head, and the heads of different nodes may
 	// differ, so no one would hold a majority).
 	racing bool
-	err    error // first invalid option
+	// clockTokens: every grant reads the server clock, and its token is
+	// the larger of the clock and one past the key's previous token; and
+	// a grant looks for a fair queue even over a tombstone. For a Quorum's
+	// nodes: a quorum compares the tokens of different nodes, which only
+	// their clocks keep in step, and its yield leaves a tombstone while
+	// the queue lives. Otherwise a grant over a tombstone is one past it,
+	// without reading the clock or looking for a queue (acquire.lua).
+	clockTokens bool
+	err         error // first invalid option
 }
 
 func defaultConfig() config {
@@ -111,6 +119,10 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 // racingWaiters makes waiters without Fair race for a released key instead
 // of queueing (see config.racing).
 func racingWaiters() Option { return func(c *config) { c.racing = true } }
+
+// clockTokens makes every grant's token follow the server clock, and every
+// grant look for a fair queue (see config.clockTokens).
+func clockTokens() Option { return func(c *config) { c.clockTokens = true } }
 
 // WithAutoPipeline turns the batching of concurrent calls on or off
 // (default on). On, a call goes straight to the client, alone, while fewer

@@ -292,7 +292,7 @@ func NewQuorum(clients []redis.UniversalClient, opts ...QuorumOption) *Quorum {
 			}
 			addrs[a] = i
 		}
-		q.nodes = append(q.nodes, &quorumNode{b: New(c, append(slices.Clip(cfg.node), racingWaiters())...), rdb: c})
+		q.nodes = append(q.nodes, &quorumNode{b: New(c, append(slices.Clip(cfg.node), racingWaiters(), clockTokens())...), rdb: c})
 	}
 	return q
 }

@@ -577,6 +577,32 @@ func TestQuorumValidityAndTokens(t *testing.T) {
 	}
 }
 
+// TestQuorumTokensFollowClock: on a Quorum's nodes every grant's token
+// follows the server clock, even over a tombstone — the quorum compares the
+// tokens of different nodes, which only their clocks keep in step.
+func TestQuorumTokensFollowClock(t *testing.T) {
+	srv := startNodes(t, 3)
+	cs := nodeClients(t, addrsOf(srv)...)
+	q := newQuorum(t, cs, redislock.WithPrefix(testPrefix()))
+	ctx := ctxT(t, 10*time.Second)
+	var last lockx.Token
+	for i := range 3 {
+		o := lockx.NewOwner()
+		res, err := q.Acquire(ctx, req("k", o, time.Second))
+		if err != nil || !res.Acquired {
+			t.Fatal(res, err)
+		}
+		if i > 0 && res.Token < last+lockx.Token(5*time.Millisecond/time.Microsecond) {
+			t.Fatalf("grant %d: token %d, want the clock, at least 5 ms past %d", i, res.Token, last)
+		}
+		last = res.Token
+		if err := q.Release(ctx, "k", o); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // BenchmarkQuorumPairs: uncontended acquire + release on 5 local nodes, by
 // 1 and by 16 goroutines (each on keys of its own); reports pairs/s and the
 // p99 of one pair.

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -123,8 +124,14 @@ func (b *Backend) lockKey(key string) string {
 }
 
 // flagArgs are the pre-boxed flags argument of acquire.lua: 1 fair, 2 wait,
-// 4 other waiters of this backend wait for the key too.
-var flagArgs = [8]any{"0", "1", "2", "3", "4", "5", "6", "7"}
+// 4 other waiters of this backend wait for the key too, 8 the token from the
+// clock (config.clockTokens).
+var flagArgs = func() (a [16]any) {
+	for i := range a {
+		a[i] = strconv.Itoa(i)
+	}
+	return a
+}()
 
 // Acquire implements lockx.Backend with one script call (plus WAIT in the
 // same pipeline when WithReplicaAck is set).
@@ -145,6 +152,9 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Resul
 	}
 	if req.Wait {
 		flags |= 2
+	}
+	if b.cfg.clockTokens {
+		flags |= 8
 	}
 	qttl := req.QueueTTL
 	if qttl <= 0 {

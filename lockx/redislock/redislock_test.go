@@ -138,6 +138,34 @@ func TestTokensMonotonic(t *testing.T) {
 	}
 }
 
+// TestTokenOverTombstone: a grant over the tombstone of the key's last
+// release is one past it, without reading the server clock — however long
+// ago that release was within the window — and a key without one gets the
+// clock, which is past every earlier token.
+func TestTokenOverTombstone(t *testing.T) {
+	rdb := single(t)
+	b := backend(t, rdb)
+	ctx := context.Background()
+	var last lockx.Token
+	for i := range 5 {
+		o := lockx.NewOwner()
+		tok := mustGrant(t, b, req("k", o, time.Second))
+		if i > 0 && tok != last+1 {
+			t.Fatalf("grant %d: token %d, want the tombstone's %d + 1", i, tok, last)
+		}
+		last = tok
+		if err := b.Release(ctx, "k", o); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Millisecond) // the clock moves on; the token does not follow it
+	}
+	sec, _ := rdb.Time(ctx).Result()
+	tok := mustGrant(t, b, req("fresh", lockx.NewOwner(), time.Second))
+	if us := sec.UnixMicro(); int64(tok) < us || tok <= last {
+		t.Fatalf("token %d at a key without a tombstone, want the clock (≥ %d) and above %d", tok, us, last)
+	}
+}
+
 // releaseAny releases lk whoever holds it, as its holder would.
 func releaseAny(ctx context.Context, rdb *redis.Client, b *redislock.Backend, lk string) error {
 	v, err := rdb.Get(ctx, lk).Result()

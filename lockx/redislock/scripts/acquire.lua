@@ -5,16 +5,19 @@
 -- call, more than any command this script runs (docs/architecture.md,
 -- "Scripts"), so this hot script derives them.
 -- ARGV: owner (encoded), lease ms, flags (1 fair, 2 wait, 4 other waiters of
---       this backend wait for the key too), queue TTL ms, backend id (the last
---       two only when waiting)
+--       this backend wait for the key too, 8 a Quorum's node: the token from
+--       the clock and the queue looked for even over a tombstone), queue TTL
+--       ms, backend id (the last two only when waiting)
 -- L is a string: the holder's encoded owner followed by the fencing token as
 -- an 8-byte big-endian integer (below 2^53, so exact in a Lua number); a
 -- tombstone is the token alone (token.lua reads and writes the token).
 -- Returns the token (> 0) of a grant, or -1 - the holder's remaining lease in
 -- ms (0 when no one holds the key) of a refusal.
 --
--- An uncontended grant, the common case, is four server commands: GET, TIME,
--- EXISTS (no fair queue) and SET.
+-- An uncontended grant, the common case, is two server commands over the
+-- tombstone of the key's last release: GET and SET. A key without one
+-- (never locked, or idle past the tombstone window) takes four: GET, EXISTS
+-- (no fair queue), TIME and SET.
 local lk, owner = KEYS[1], ARGV[1]
 local q = lk .. ':q'
 local d -- the queue data key (lk .. ':qd'), named only where the queue is read
@@ -32,12 +35,19 @@ if v and #v >= 8 then
   end
 end
 local flags = tonumber(ARGV[3])
-local fair, wait, others = flags % 2 == 1, flags % 4 >= 2, flags >= 4
-local now = now_us()
-local now_ms = math.floor(now / 1000)
+local fair, wait, others, clock = flags % 2 == 1, flags % 4 >= 2, flags % 8 >= 4, flags >= 8
+-- The server clock (µs, and ms), read only where it is needed: the queue,
+-- and the token of a key without a previous one.
+local now, now_ms
 local free, first = not holder, false
-if free and redis.call('EXISTS', q) == 1 then
+-- A key with a tombstone has no live fair queue (acquire_many.lua says why),
+-- so the queue is looked for only at a key without a value — or on a
+-- Quorum's node (the clock flag), where a yield leaves a tombstone while
+-- its queue lives.
+if free and (clock or not prev) and redis.call('EXISTS', q) == 1 then
   d = lk .. ':qd'
+  now = now_us()
+  now_ms = math.floor(now / 1000)
   -- Fair waiters go first: only the head of the queue may take a free lock,
   -- and only with a fair attempt.
   first = queue_head(q, d, now_ms)
@@ -48,8 +58,13 @@ if free then
     redis.call('ZREM', q, owner)
     redis.call('HDEL', d, owner)
   end
-  -- The token is the server clock in µs, or one past the key's previous token
-  -- (live or tombstone) if the clock has not moved past it.
+  -- The token is one past the key's previous token (its tombstone), or the
+  -- server clock in µs if it has none: tokens never run ahead of the clock
+  -- (each grant takes more than a µs), so the clock takes over above every
+  -- earlier token once the tombstone lapses. With the clock flag (a
+  -- quorum compares the tokens of different nodes) or a clock read
+  -- already, it is the larger of the two.
+  if not now and (clock or not prev) then now = now_us() end
   local tok = put_lock(lk, owner, prev, now, ARGV[2])
   if not tok then
     return redis.error_reply('ERR redislock: fencing token above 2^53')
@@ -73,6 +88,10 @@ if wait then
   if fair then
     -- Enqueue, or refresh the deadline of a live entry in place.
     d = d or lk .. ':qd'
+    if not now then
+      now = now_us()
+      now_ms = math.floor(now / 1000)
+    end
     local qttl = tonumber(ARGV[4])
     local e = redis.call('HGET', d, owner)
     if not (e and tonumber(string.match(e, '^%d+')) > now_ms and redis.call('ZSCORE', q, owner)) then

@@ -36,11 +36,12 @@ local function wake_msg(owner, lk)
 end
 
 -- put_lock writes lk for owner with a fencing token one past prev (the key's
--- previous token, or nil) or the server clock in µs, whichever is larger,
--- and a lease of px ms. It returns the token, or nil above 2^53.
+-- previous token, or nil) or the server clock in µs now, whichever is
+-- larger (one of them may be nil), and a lease of px ms. It returns the
+-- token, or nil above 2^53.
 local function put_lock(lk, owner, prev, now, px)
   local tok = now
-  if prev and prev >= tok then tok = prev + 1 end
+  if prev and (not now or prev >= now) then tok = prev + 1 end
   if tok > 9007199254740991 then return nil end
   redis.call('SET', lk, owner .. token_bytes(tok), 'PX', px)
   return tok
