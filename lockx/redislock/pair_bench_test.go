@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/redislock"
 )
 
@@ -73,30 +74,41 @@ func BenchmarkPair(b *testing.B) {
 	b.Run("watchdog", cpu(lockxPair(locks)))
 }
 
-// BenchmarkPairInterleaved alternates one raw pair and one lockx pair
-// (explicit lease) on one goroutine and reports the mean time of each and
-// lockx's speed relative to raw: both see the same load, so the ratio
-// holds still where the times do not.
+// BenchmarkPairInterleaved alternates, on one goroutine, one raw pair, one
+// lockx pair (explicit lease) and one pair of the same scripts through the
+// redislock Backend alone (no Client: the scripts' floor), and reports the
+// mean time of each and lockx's speed relative to the other two: all three
+// see the same load, so the ratios hold still where the times do not.
 func BenchmarkPairInterleaved(b *testing.B) {
 	rdb, locks := pairClients(b)
-	raw, lx := rawPair(rdb, testPrefix()), lockxPair(locks, lockx.WithLease(time.Minute))
-	ctx := context.Background()
-	var rawT, lockxT time.Duration
-	for b.Loop() {
-		t0 := time.Now()
-		if err := raw(ctx, "k"); err != nil {
-			b.Fatal(err)
+	be := redislock.New(rdb, redislock.WithPrefix(testPrefix()))
+	b.Cleanup(func() { _ = be.Close() })
+	backendPair := func(ctx context.Context, key string) error {
+		o := lockx.NewOwner()
+		if _, err := be.Acquire(ctx, driver.Request{Key: key, Owner: o, Lease: time.Minute, Wait: true}); err != nil {
+			return err
 		}
-		t1 := time.Now()
-		if err := lx(ctx, "k"); err != nil {
-			b.Fatal(err)
-		}
-		rawT += t1.Sub(t0)
-		lockxT += time.Since(t1)
+		return be.Release(ctx, key, o)
 	}
-	b.ReportMetric(float64(rawT.Nanoseconds())/float64(b.N), "raw-ns/pair")
-	b.ReportMetric(float64(lockxT.Nanoseconds())/float64(b.N), "lockx-ns/pair")
-	b.ReportMetric(float64(rawT)/float64(lockxT), "lockx/raw-speed")
+	pairs := []func(ctx context.Context, key string) error{
+		rawPair(rdb, testPrefix()), lockxPair(locks, lockx.WithLease(time.Minute)), backendPair,
+	}
+	ctx := context.Background()
+	var took [3]time.Duration
+	for b.Loop() {
+		for i, pair := range pairs {
+			t := time.Now()
+			if err := pair(ctx, "k"); err != nil {
+				b.Fatal(err)
+			}
+			took[i] += time.Since(t)
+		}
+	}
+	for i, name := range []string{"raw", "lockx", "backend"} {
+		b.ReportMetric(float64(took[i].Nanoseconds())/float64(b.N), name+"-ns/pair")
+	}
+	b.ReportMetric(float64(took[0])/float64(took[1]), "lockx/raw-speed")
+	b.ReportMetric(float64(took[2])/float64(took[1]), "lockx/backend-speed")
 }
 
 // procCPU is this process's user + system CPU time so far.
