@@ -47,11 +47,18 @@
 //
 // # Fencing tokens and the clock
 //
-// A grant's token is max(server TIME in µs, previous token + 1), where the
-// previous token comes from the live lock or from the tombstone a release
-// leaves. Tokens are therefore strictly increasing per key without any state
-// that outlives a lock by more than the tombstone window, and they stay far
-// below 2^53 (driver.MaxToken), so Lua numbers hold them exactly.
+// A grant over the tombstone a release leaves gets the tombstone's token + 1;
+// a grant at a key without one (never locked, idle past the tombstone
+// window, expired, evicted, flushed) gets the server clock (TIME, in µs),
+// or one past the previous token if that is larger. Tokens never run ahead
+// of the clock, since each grant takes more than a microsecond, so once a
+// tombstone lapses the clock is past every earlier token of the key. Tokens
+// are therefore strictly increasing per key without any state that
+// outlives a lock by more than the tombstone window, and they stay far
+// below 2^53 (driver.MaxToken), so Lua numbers hold them exactly. A
+// Quorum's nodes take max(clock, previous token + 1) on every grant: a
+// quorum compares the tokens of different nodes, which only their clocks
+// keep in step.
 //
 // The assumption behind it: the clock of the server that holds the key does
 // not step back by more than the tombstone window (WithTombstone) while the
