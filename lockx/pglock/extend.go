@@ -54,17 +54,11 @@ func (b *Backend) TTL(ctx context.Context, key string, owner driver.Owner) (time
 		return d, nil
 	}
 	var ttl time.Duration
+	hash := b.hash(key)
 	try := func() (bool, error) {
-		ch, err := b.remoteOp(ctx, "ttl", stRemoteTTL, key, owner, 0)
-		if err != nil {
+		r, err := b.remoteCall(ctx, "ttl", hash, stRemoteTTL, [][]byte{i8(hash), []byte(owner), []byte(key)})
+		if err != nil || r.isNull(0) {
 			return false, err
-		}
-		r := await(ch)
-		switch {
-		case r.err != nil:
-			return false, backendkit.Unavailable("ttl", usageError(r.err, b.names))
-		case r.isNull(0):
-			return false, nil
 		}
 		ttl = time.Duration(r.val(0)) * time.Millisecond
 		return true, nil
@@ -196,16 +190,14 @@ func (b *Backend) startExtend(h *hold, lease time.Duration) renewal {
 // remote runs an owner-checked statement through the lock table for a lock
 // this Backend does not hold.
 func (b *Backend) remote(ctx context.Context, opName, stmt, key string, owner driver.Owner, lease time.Duration) error {
+	hash := b.hash(key)
+	args := [][]byte{i8(hash), []byte(owner), []byte(key)}
+	if stmt == stRemoteExtend {
+		args = append(args, i8(ms(lease)))
+	}
 	found, err := b.checkRemote(ctx, opName, key, func() (bool, error) {
-		ch, err := b.remoteOp(ctx, opName, stmt, key, owner, lease)
-		if err != nil {
-			return false, err
-		}
-		r := await(ch)
-		if r.err != nil {
-			return false, backendkit.Unavailable(opName, usageError(r.err, b.names))
-		}
-		return r.rows > 0, nil
+		r, err := b.remoteCall(ctx, opName, hash, stmt, args)
+		return err == nil && r.rows > 0, err
 	})
 	if err != nil {
 		return err
@@ -226,21 +218,22 @@ func (b *Backend) checkRemote(ctx context.Context, opName, key string, try func(
 	return b.lookAgain(ctx, opName, b.hash(key), try)
 }
 
-func (b *Backend) remoteOp(ctx context.Context, opName, stmt, key string, owner driver.Owner, lease time.Duration) (chan result, error) {
-	hash := b.hash(key)
+// remoteCall runs one owner-checked statement on hash's holder session and
+// waits for it: a lost session or a failed statement is ErrUnavailable for
+// opName.
+func (b *Backend) remoteCall(ctx context.Context, opName string, hash int64, stmt string, args [][]byte) (result, error) {
 	s, err := b.session(ctx, b.index(hash))
 	if err != nil {
-		return nil, backendkit.Unavailable(opName, err)
+		return result{}, backendkit.Unavailable(opName, err)
 	}
-	args := [][]byte{i8(hash), []byte(owner), []byte(key)}
-	if stmt == stRemoteExtend {
-		args = append(args, i8(ms(lease)))
+	r, ok := runStmt(s, stmt, args)
+	switch {
+	case !ok:
+		return result{}, backendkit.Unavailable(opName, errSessionLost)
+	case r.err != nil:
+		return result{}, backendkit.Unavailable(opName, usageError(r.err, b.names))
 	}
-	ch := make(chan result, 1)
-	if !s.enqueue(&op{stmt: stmt, args: args, fin: func(r result) { ch <- r }}) {
-		return nil, backendkit.Unavailable(opName, errSessionLost)
-	}
-	return ch, nil
+	return r, nil
 }
 
 func isNotHeld(err error) bool { return errors.Is(err, driver.ErrNotHeld) }

@@ -41,8 +41,7 @@ func (b *Backend) Locks(ctx context.Context, prefix string, fn func(driver.LockI
 	}
 	if b.cfg.publishDelay > 0 {
 		var young bool
-		q := strings.NewReplacer("{held}", b.names.held).Replace(sqlUnpublished)
-		if err := b.pool.QueryRow(ctx, q).Scan(&young); err != nil && !isMissingSchema(err) {
+		if err := b.pool.QueryRow(ctx, b.names.expand(sqlUnpublished)).Scan(&young); err != nil && !isMissingSchema(err) {
 			return backendkit.Unavailable("locks", err)
 		}
 		if young {
@@ -97,8 +96,7 @@ func (b *Backend) Lock(ctx context.Context, key string) (driver.LockInfo, error)
 // of this database that no live row of the lock table names: a hold too
 // young to have written its row, or a lock taken outside pglock.
 const sqlUnpublished = `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_locks l
-	WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.mode = 'ExclusiveLock' AND l.granted
-	AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
+	WHERE ` + sqlExclusiveAdvisory + `
 	AND NOT EXISTS (SELECT 1 FROM {held} h WHERE h.hash = ((l.classid::int8 << 32) | l.objid::int8) AND h.pid = l.pid
 		AND h.expires > clock_timestamp()))`
 

@@ -80,9 +80,8 @@ func (b *Backend) publishOp(h *hold, lease time.Duration, fin func(result)) bool
 const sqlYoung = `SELECT coalesce(max(CASE WHEN EXISTS (SELECT 1 FROM {held} h WHERE h.hash = $1::int8 AND h.pid = l.pid
 		AND h.expires > clock_timestamp()) THEN 1 ELSE 2 END), 0)::int8
 	FROM pg_catalog.pg_locks l
-	WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.mode = 'ExclusiveLock' AND l.granted
-	AND l.classid::int8 = (($1::int8 >> 32) & 4294967295) AND l.objid::int8 = ($1::int8 & 4294967295)
-	AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())`
+	WHERE ` + sqlExclusiveAdvisory + `
+	AND l.classid::int8 = (($1::int8 >> 32) & 4294967295) AND l.objid::int8 = ($1::int8 & 4294967295)`
 
 // publishWindow is how long after a grant its row may still be missing: the
 // publish delay twice over, and room for the write to run.
@@ -102,18 +101,10 @@ func (b *Backend) lookAgain(ctx context.Context, opName string, hash int64, try 
 	t := time.NewTimer(b.cfg.publishDelay)
 	defer t.Stop()
 	for {
-		s, err := b.session(ctx, b.index(hash))
-		if err != nil {
-			return false, backendkit.Unavailable(opName, err)
-		}
-		ch := make(chan result, 1)
-		if !s.enqueue(&op{stmt: stYoung, args: [][]byte{i8(hash)}, fin: func(r result) { ch <- r }}) {
-			return false, backendkit.Unavailable(opName, errSessionLost)
-		}
-		r := await(ch)
+		r, err := b.remoteCall(ctx, opName, hash, stYoung, [][]byte{i8(hash)})
 		switch {
-		case r.err != nil:
-			return false, backendkit.Unavailable(opName, usageError(r.err, b.names))
+		case err != nil:
+			return false, err
 		case r.val(0) == 0 || !time.Now().Before(deadline):
 			return false, nil // free (a hold begun since is not the one looked for), or waited long enough
 		case r.val(0) == 1:

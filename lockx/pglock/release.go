@@ -106,22 +106,10 @@ func (b *Backend) releaseOp(s *session, hash int64, owner driver.Owner, shared, 
 
 // remoteRelease releases by owner through the lock table.
 func (b *Backend) remoteRelease(ctx context.Context, hash int64, key string, owner driver.Owner) error {
+	args := [][]byte{i8(hash), []byte(owner), []byte(key), []byte(b.names.channel), b.payload(hash)}
 	found, err := b.checkRemote(ctx, "release", key, func() (bool, error) {
-		s, err := b.session(ctx, b.index(hash))
-		if err != nil {
-			return false, backendkit.Unavailable("release", err)
-		}
-		ch := make(chan result, 1)
-		o := &op{stmt: stRemoteRel, args: [][]byte{i8(hash), []byte(owner), []byte(key), []byte(b.names.channel), b.payload(hash)},
-			fin: func(r result) { ch <- r }}
-		if !s.enqueue(o) {
-			return false, backendkit.Unavailable("release", errSessionLost)
-		}
-		r := await(ch)
-		if r.err != nil {
-			return false, backendkit.Unavailable("release", usageError(r.err, b.names))
-		}
-		return r.val(1) > 0, nil
+		r, err := b.remoteCall(ctx, "release", hash, stRemoteRel, args)
+		return err == nil && r.val(1) > 0, err
 	})
 	if err != nil {
 		return err

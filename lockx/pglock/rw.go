@@ -262,9 +262,9 @@ func rwModeRow(mode driver.RWMode) (int64, error) {
 	return 0, &driver.ArgError{Arg: "mode", Reason: "neither read nor write"}
 }
 
-// rwRun queues one statement on s and waits for its result (bounded by the
-// statement timeout).
-func rwRun(s *session, stmt string, args [][]byte) (result, bool) {
+// runStmt queues one statement on s and waits for its result (bounded by the
+// statement timeout); false if the session is dead.
+func runStmt(s *session, stmt string, args [][]byte) (result, bool) {
 	ch := make(chan result, 1)
 	if !s.enqueue(&op{stmt: stmt, args: args, fin: func(r result) { ch <- r }}) {
 		return result{}, false
@@ -577,7 +577,7 @@ func (b *Backend) ExtendRW(ctx context.Context, mode driver.RWMode, key string, 
 	if err != nil {
 		return backendkit.Unavailable("extend "+mode.String(), err)
 	}
-	r, ok := rwRun(s, stRWExtend, [][]byte{i8(lock), i8(p), []byte(owner), i8(m), i8(ms(lease))})
+	r, ok := runStmt(s, stRWExtend, [][]byte{i8(lock), i8(p), []byte(owner), i8(m), i8(ms(lease))})
 	switch {
 	case !ok:
 		return backendkit.Unavailable("extend "+mode.String(), errSessionLost)
@@ -719,7 +719,7 @@ func (b *Backend) ReleaseRW(ctx context.Context, mode driver.RWMode, key string,
 	if err != nil {
 		return backendkit.Unavailable(name, err)
 	}
-	r, ok := rwRun(s, stRWRemote, [][]byte{i8(lock), i8(p), []byte(owner), i8(m), []byte(b.names.channel), b.payload(p)})
+	r, ok := runStmt(s, stRWRemote, [][]byte{i8(lock), i8(p), []byte(owner), i8(m), []byte(b.names.channel), b.payload(p)})
 	switch {
 	case !ok:
 		return backendkit.Unavailable(name, errSessionLost)

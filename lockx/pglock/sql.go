@@ -99,9 +99,13 @@ func (n names) expandPattern(q string) string {
 // advisory lock: a row left behind by a dead session is not a lock. Only the
 // rare cross-process paths pay for reading pg_locks.
 const sqlLive = `EXISTS (SELECT 1 FROM pg_catalog.pg_locks l
-	WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.mode = 'ExclusiveLock' AND l.granted AND l.pid = h.pid
-	AND l.classid::int8 = ((h.hash >> 32) & 4294967295) AND l.objid::int8 = (h.hash & 4294967295)
-	AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database()))`
+	WHERE ` + sqlExclusiveAdvisory + ` AND l.pid = h.pid
+	AND l.classid::int8 = ((h.hash >> 32) & 4294967295) AND l.objid::int8 = (h.hash & 4294967295))`
+
+// sqlExclusiveAdvisory keeps, of pg_locks l, the granted session-level
+// exclusive advisory locks (one bigint key) of this database: pglock's.
+const sqlExclusiveAdvisory = `l.locktype = 'advisory' AND l.objsubid = 1 AND l.mode = 'ExclusiveLock' AND l.granted
+	AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())`
 
 // sqlArrival orders fair waiters: the server's clock in microseconds. It
 // costs no sequence value (and no WAL) per queue refresh; waiters that
