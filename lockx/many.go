@@ -198,8 +198,8 @@ func (c *Client) acquireBatch(ctx context.Context, ma driver.ManyAcquirer, sorte
 // registerSet registers the holds of a set that one ManyAcquirer call
 // granted, as register would each: under one hold of the Client's mutex,
 // from one allocation of holds and one of handles. The set's owner was
-// made for it, so no member can re-enter an existing hold. If the Client has closed meanwhile, it frees
-// every key and returns ErrClosed.
+// made for it, so no member can re-enter an existing hold. If the Client
+// has closed meanwhile, it frees every key and returns ErrClosed.
 func (c *Client) registerSet(ctx context.Context, reqs []driver.Request, res []driver.Result, start time.Time, cfg *config) ([]*Lock, error) {
 	holds := make([]hold, len(reqs))
 	hs := make([]*hold, len(reqs))

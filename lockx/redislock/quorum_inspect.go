@@ -28,9 +28,9 @@ var _ driver.Inspector = (*Quorum)(nil)
 // A grant reaches the nodes one after another, so a read during one can
 // see the owner on a majority before its last nodes: the largest token
 // would still grow. While some node that does not name the owner may still
-// grant it (mayGrant, or it did not answer the read in time), Lock reads again, for at most twice the node timeout
-// (a granted fair waiter leaves the other queues before its Acquire
-// returns).
+// grant it (mayGrant, or it did not answer the read in time), Lock reads
+// again, for at most twice the node timeout (a granted fair waiter leaves
+// the other queues before its Acquire returns).
 func (q *Quorum) Lock(ctx context.Context, key string) (driver.LockInfo, error) {
 	if err := q.check(ctx); err != nil {
 		return driver.LockInfo{}, err
