@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -115,4 +116,35 @@ func ExampleWithKeySecret() {
 		panic(err)
 	}
 	defer lock.Release(ctx)
+}
+
+// Every process that shares locks uses one publish delay, as it uses one
+// schema and namespace. A hold younger than the delay has no row yet, yet
+// another Backend's owner check still recognises it: it looks again while
+// the key is held by a hold without a row. WithPublishDelay(0) writes the
+// row in every grant instead.
+func ExampleWithPublishDelay() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, exampleDSN())
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close()
+
+	delay := pglock.WithPublishDelay(20 * time.Millisecond)
+	locks := lockx.New(pglock.New(pool, pglock.WithSchema("lockx_example"), delay))
+	defer locks.Close()
+	lock, err := locks.Acquire(ctx, "report:daily")
+	if err != nil {
+		panic(err)
+	}
+	defer lock.Release(ctx)
+
+	// Another process (here another Backend) asks at once.
+	other := pglock.New(pool, pglock.WithSchema("lockx_example"), delay)
+	defer other.Close()
+	ttl, err := other.TTL(ctx, "report:daily", lock.Owner())
+	fmt.Println("seen by another process:", err == nil && ttl > 0)
+	// Output:
+	// seen by another process: true
 }
