@@ -25,6 +25,15 @@ import (
 // attempt goes to the server as usual; Acquire is idempotent per owner, so
 // it returns the handed-off grant with the same token.
 
+// A semaphore's release hands permits over the same way (sem_wake in
+// scripts/sem_lib.lua), with "+" in place of "=". Its records are kept
+// under permitRecord(lk) rather than lk, so that a lock and a semaphore of
+// the same name never take each other's handoff.
+
+// permitRecord is the record key of the handoffs of the semaphore watched
+// as lk. It is no lock key: those start with the prefix and '{' or '#'.
+func permitRecord(lk string) string { return "s:" + lk }
+
 // handoffMargin is the least TTL a recorded handoff must still have to be
 // answered locally; below it the attempt goes to the server.
 const handoffMargin = 5 * time.Millisecond
@@ -41,6 +50,9 @@ type waitRec struct {
 	// A handoff received for it (tok > 0).
 	tok   driver.Token
 	lease time.Duration
+	// A semaphore waiter's: the limit of its refused attempt, which its
+	// queue entry carries and a release hands it permits under.
+	limit int64
 }
 
 // refused records that a fair waiting attempt sent at sent was refused. Any
@@ -126,6 +138,32 @@ func (n *notifier) sweep(now time.Time) {
 			delete(n.waits, k)
 		}
 	}
+}
+
+// refusedPermits is refused for a semaphore's waiter (rec a permitRecord)
+// whose queue entry now carries limit.
+func (n *notifier) refusedPermits(rec, owner string, sent time.Time, lease, qttl time.Duration, limit int64) {
+	n.refused(rec, owner, sent, lease, qttl)
+	n.mu.Lock()
+	if r := n.waits[waitKey{rec, owner}]; r != nil {
+		r.limit = limit
+	}
+	n.mu.Unlock()
+}
+
+// takePermits is takeHandoff for a semaphore's waiter that asks under
+// req.Limit now. Permits handed over under a larger limit (lowered since the
+// waiter queued) are not answered here: the server takes them up against
+// req.Limit (sem_acquire.lua).
+func (n *notifier) takePermits(rec, owner string, req driver.PermitRequest) (driver.Result, bool) {
+	n.mu.Lock()
+	r := n.waits[waitKey{rec, owner}]
+	stale := r != nil && r.limit > req.Limit
+	n.mu.Unlock()
+	if stale {
+		return driver.Result{}, false
+	}
+	return n.takeHandoff(rec, owner, req.Lease, req.Renewed)
 }
 
 // parseHandoff splits a handoff payload "=<token>:<lease ms>:<rest>" into

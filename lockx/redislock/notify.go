@@ -224,8 +224,10 @@ func (n *notifier) wakeAll() { n.watchers.WakeEvery() }
 func (n *notifier) dispatch(p string) (passOn string) {
 	var tok driver.Token
 	var lease time.Duration
-	if strings.HasPrefix(p, "=") {
-		// A fair handoff: the lock is the named owner's already.
+	permits := strings.HasPrefix(p, "+")
+	if permits || strings.HasPrefix(p, "=") {
+		// A direct handoff: the lock ('=') or the semaphore's permits ('+')
+		// are the named owner's already.
 		var ok bool
 		if tok, lease, p, ok = parseHandoff(p); !ok {
 			return ""
@@ -244,7 +246,11 @@ func (n *notifier) dispatch(p string) (passOn string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if tok > 0 && owner != "" {
-		n.handedOff(lk, owner, tok, lease)
+		rec := lk
+		if permits {
+			rec = permitRecord(lk)
+		}
+		n.handedOff(rec, owner, tok, lease)
 	}
 	if owner == "" {
 		// The longest-waiting watcher goes first (plain waiters are not

@@ -123,6 +123,9 @@ func TestSemaphoreRandomInterleavings(t *testing.T) {
 		key := "prop:" + randHex(4)
 		const limit = 3
 		holds := map[lockx.Owner]lease{}
+		// The count of each owner's latest fair waiting refusal, since its
+		// last grant or release: a release may hand it that many permits.
+		queued := map[lockx.Owner]int64{}
 		for step := 0; step < 120; step++ {
 			b := bs[rng.IntN(len(bs))]
 			o := owners[rng.IntN(len(owners))]
@@ -131,19 +134,27 @@ func TestSemaphoreRandomInterleavings(t *testing.T) {
 			switch rng.IntN(5) {
 			case 0, 1:
 				n := int64(1 + rng.IntN(limit))
-				res, err := b.AcquirePermits(ctx, driver.PermitRequest{
-					Request: driver.Request{Key: key, Owner: o, Lease: d, Fair: rng.IntN(2) == 0, Wait: rng.IntN(2) == 0, QueueTTL: 300 * time.Millisecond},
-					Limit:   limit, Count: n,
-				})
+				r := driver.Request{Key: key, Owner: o, Lease: d, Fair: rng.IntN(2) == 0, Wait: rng.IntN(2) == 0, QueueTTL: 300 * time.Millisecond}
+				res, err := b.AcquirePermits(ctx, driver.PermitRequest{Request: r, Limit: limit, Count: n})
 				if err != nil {
 					t.Fatalf("seed %d step %d: %v", seed, step, err)
 				}
 				if !res.Acquired {
+					if r.Fair && r.Wait {
+						queued[o] = n
+					}
 					continue
 				}
-				if prev, again := holds[o]; again && !prev.over(sent) {
+				qn, wasQueued := queued[o]
+				delete(queued, o)
+				if prev, again := holds[o]; !wasQueued && again && !prev.over(sent) {
 					n = prev.n // a holder's repeat keeps its permits
 				} else {
+					if wasQueued {
+						// Either granted now, or the permits a release
+						// handed over while it waited: the fewer of the two.
+						n = min(n, qn)
+					}
 					used := n
 					for h, l := range holds {
 						if h != o && l.live(time.Now()) {
@@ -162,6 +173,7 @@ func TestSemaphoreRandomInterleavings(t *testing.T) {
 					t.Fatalf("seed %d step %d: release of live permits: %v", seed, step, err)
 				}
 				delete(holds, o)
+				delete(queued, o)
 			case 3:
 				err := b.ExtendPermits(ctx, key, o, d)
 				l, ok := holds[o]
@@ -169,6 +181,12 @@ func TestSemaphoreRandomInterleavings(t *testing.T) {
 					t.Fatalf("seed %d step %d: extend of live permits: %v", seed, step, err)
 				}
 				if err == nil {
+					if qn, handed := queued[o]; handed {
+						// It held nothing when last refused: a release has
+						// handed it the permits its queue entry asked for.
+						l.n = qn
+						delete(queued, o)
+					}
 					l.sent, l.got, l.d = sent, time.Now(), d
 					holds[o] = l
 				} else {

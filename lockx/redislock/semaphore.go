@@ -44,13 +44,31 @@ func (b *Backend) AcquirePermits(ctx context.Context, req driver.PermitRequest) 
 	if qttl <= 0 {
 		qttl = b.cfg.queueTTL
 	}
+	lk, owner := b.lockKey(req.Key), string(req.Owner)
+	// A fair waiter of this backend may have been handed its permits by a
+	// release already (sem_wake in scripts/sem_lib.lua, handoff.go).
+	rec, fairWait := permitRecord(lk), req.Fair && req.Wait
+	if fairWait {
+		if res, ok := b.n.takePermits(rec, owner, req); ok {
+			return res, nil
+		}
+	}
+	sent := time.Now()
 	v, err := semAcquireScript.Run(ctx, b.rdb, b.patternKeys("s:", req.Key),
-		string(req.Owner), millis(req.Lease), flagArgs[flags], millis(qttl), b.idArg,
-		req.Limit, req.Count, b.chpfArg, b.lockKey(req.Key)).Int64Slice()
+		owner, millis(req.Lease), flagArgs[flags], millis(qttl), b.idArg,
+		req.Limit, req.Count, b.chpfArg, lk).Int64Slice()
 	if err != nil {
 		return driver.Result{}, backendkit.Fail(ctx, "acquire permits", err)
 	}
-	return verdict(v, req.Lease)
+	res, err := verdict(v, req.Lease)
+	switch {
+	case !fairWait || err != nil:
+	case res.Acquired:
+		b.n.forget(rec, owner)
+	default:
+		b.n.refusedPermits(rec, owner, sent, req.Lease, qttl, req.Limit)
+	}
+	return res, err
 }
 
 // ExtendPermits implements lockx.SemaphoreBackend.
@@ -71,8 +89,9 @@ func (b *Backend) ExtendPermits(ctx context.Context, key string, owner driver.Ow
 	return nil
 }
 
-// ReleasePermits implements lockx.SemaphoreBackend. It wakes the queued
-// owners whose requests now fit, in queue order.
+// ReleasePermits implements lockx.SemaphoreBackend. It hands the permits
+// to the queued owners whose requests now fit, in queue order, and tells
+// their backends (handoff.go): their next attempt costs no round trip.
 func (b *Backend) ReleasePermits(ctx context.Context, key string, owner driver.Owner) error {
 	if b.err != nil {
 		return b.err
@@ -80,7 +99,9 @@ func (b *Backend) ReleasePermits(ctx context.Context, key string, owner driver.O
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	v, err := semReleaseScript.Run(ctx, b.rdb, b.patternKeys("s:", key), string(owner), b.chpfArg, b.lockKey(key)).Int64()
+	lk := b.lockKey(key)
+	b.n.forget(permitRecord(lk), string(owner)) // a handoff to owner is returned by this call
+	v, err := semReleaseScript.Run(ctx, b.rdb, b.patternKeys("s:", key), string(owner), b.chpfArg, lk).Int64()
 	if err != nil {
 		return backendkit.Fail(ctx, "release permits", err)
 	}

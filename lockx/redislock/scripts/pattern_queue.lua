@@ -6,13 +6,18 @@
 -- owner -> "<deadline ms>:<details>", where details end with the waiting
 -- backend's id.
 
--- q_put enqueues owner, or refreshes its deadline and details in place.
-local function q_put(q, d, owner, details, us, now, qttl)
+-- q_put enqueues owner (first in line if front), or refreshes its
+-- deadline and details in place.
+local function q_put(q, d, owner, details, us, now, qttl, front)
   local v = redis.call('HGET', d, owner)
   if not (v and tonumber(string.match(v, '^%d+')) > now and redis.call('ZSCORE', q, owner)) then
     local score = us
     local tail = redis.call('ZRANGE', q, -1, -1, 'WITHSCORES')
     if tail[2] and tonumber(tail[2]) >= score then score = tonumber(tail[2]) + 1 end
+    if front then
+      local head = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
+      if head[2] then score = tonumber(head[2]) - 1 end
+    end
     redis.call('ZADD', q, string.format('%d', score), owner)
   end
   redis.call('HSET', d, owner, string.format('%d:', now + qttl) .. details)
