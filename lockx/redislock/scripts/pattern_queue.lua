@@ -35,15 +35,24 @@ end
 
 -- q_scan calls fn(owner, value) for the live entries in arrival order until
 -- fn returns true, dropping the expired entries (crashed waiters) it passes.
+-- It reads the queue a page at a time from the last score seen, as most
+-- scans stop at the head and fn may take the entry it is given off the queue.
 local function q_scan(q, d, now, fn)
-  for _, m in ipairs(redis.call('ZRANGE', q, 0, -1)) do
-    local v = redis.call('HGET', d, m)
-    if v and tonumber(string.match(v, '^%d+')) > now then
-      if fn(m, v) then return end
-    else
-      redis.call('ZREM', q, m)
-      redis.call('HDEL', d, m)
+  local from = '-inf'
+  while true do
+    local page = redis.call('ZRANGEBYSCORE', q, from, '+inf', 'WITHSCORES', 'LIMIT', 0, 8)
+    for i = 1, #page, 2 do
+      local m = page[i]
+      local v = redis.call('HGET', d, m)
+      if v and tonumber(string.match(v, '^%d+')) > now then
+        if fn(m, v) then return end
+      else
+        redis.call('ZREM', q, m)
+        redis.call('HDEL', d, m)
+      end
     end
+    if #page < 16 then return end
+    from = '(' .. page[#page]
   end
 end
 
