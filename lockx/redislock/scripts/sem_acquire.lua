@@ -28,9 +28,10 @@ if redis.call('ZSCORE', s, owner) then
 end
 -- First come, first served: the requests queued ahead count as taken, so a
 -- large request is never overtaken, while the whole prefix of the queue that
--- fits is granted at once rather than one head at a time.
+-- fits is granted at once rather than one head at a time. (The scan can
+-- only add to need: it is skipped when the request does not fit anyway.)
 local need = used + count
-if fair and not back then
+if fair and not back and need <= limit then
   q_scan(q, d, now, function(m, v)
     if m == owner then return true end
     need = need + tonumber(string.match(v, '^%d+:(%d+):'))

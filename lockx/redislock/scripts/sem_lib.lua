@@ -41,7 +41,7 @@ local function sem_keep(h, s, q, now)
     return
   end
   redis.call('PEXPIRE', h, keep)
-  if redis.call('EXISTS', s) == 1 then redis.call('PEXPIRE', s, keep) end
+  redis.call('PEXPIRE', s, keep) -- a no-op while S does not exist
 end
 
 -- sem_grant gives owner count permits (used are in use besides) with a lease
