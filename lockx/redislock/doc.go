@@ -88,6 +88,13 @@
 // (lockx.WithQueueTTL, or WithQueueTTL here for the default); a waiter that
 // gives up withdraws its entry.
 //
+// A semaphore's waiters (patterns/semaphore) are handed their permits the
+// same way: a release grants the queued requests that now fit, in queue
+// order, and pushes each grant to its waiter's backend. The lease of a
+// handed grant is the one asked for capped at the queue TTL, so a waiter
+// that crashed holds the key or the permits no longer than its entry
+// would have lived.
+//
 // # Failover
 //
 // Redis replicates asynchronously: a primary can acknowledge a grant and
