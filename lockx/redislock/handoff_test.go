@@ -183,19 +183,29 @@ func TestFairHandoffCrashedHead(t *testing.T) {
 	if ttl, err := waiter.TTL(ctx, key, "crashed"); err != nil || ttl <= 0 || ttl > lease {
 		t.Fatalf("crashed head's handed-off lock: %v, %v", ttl, err)
 	}
+	d := pollGrant(t, released, lease+2*time.Second, "queue stuck behind a crashed head", func() (driver.Result, error) {
+		return holder.Acquire(ctx, fairReq(key, "next", 5*time.Second))
+	})
+	if d > lease+time.Second {
+		t.Errorf("next waiter granted %v after the release, lease %v", d, lease)
+	}
+}
+
+// pollGrant makes attempts with try until one is granted, pausing after a
+// refusal until the holder's lease ends (50 ms at most), and returns how
+// long after from the grant came. It fails t if none came within giveUp.
+func pollGrant(t *testing.T, from time.Time, giveUp time.Duration, stuck string, try func() (driver.Result, error)) time.Duration {
+	t.Helper()
 	for {
-		res, err := holder.Acquire(ctx, fairReq(key, "next", 5*time.Second))
+		res, err := try()
 		if err != nil {
 			t.Fatal(err)
 		}
 		if res.Acquired {
-			if d := time.Since(released); d > lease+time.Second {
-				t.Errorf("next waiter granted %v after the release, lease %v", d, lease)
-			}
-			return
+			return time.Since(from)
 		}
-		if time.Since(released) > lease+2*time.Second {
-			t.Fatal("queue stuck behind a crashed head")
+		if time.Since(from) > giveUp {
+			t.Fatal(stuck)
 		}
 		time.Sleep(min(res.TTL+time.Millisecond, 50*time.Millisecond))
 	}

@@ -186,20 +186,10 @@ func TestSemaphoreHandoffCrashedWaiter(t *testing.T) {
 	if u, err := holder.Permits(ctx, key); err != nil || u.InUse != 1 {
 		t.Fatalf("usage after the release = %+v, %v; want the crashed waiter's permit", u, err)
 	}
-	for {
-		res, err := holder.AcquirePermits(ctx, permitReq(key, "next", lease, 1, 1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Acquired {
-			if d := time.Since(released); d > qttl+time.Second {
-				t.Errorf("next waiter granted %v after the release, queue TTL %v", d, qttl)
-			}
-			return
-		}
-		if time.Since(released) > qttl+3*time.Second {
-			t.Fatal("permit of a crashed waiter not returned")
-		}
-		time.Sleep(min(res.TTL+time.Millisecond, 50*time.Millisecond))
+	d := pollGrant(t, released, qttl+3*time.Second, "permit of a crashed waiter not returned", func() (driver.Result, error) {
+		return holder.AcquirePermits(ctx, permitReq(key, "next", lease, 1, 1))
+	})
+	if d > qttl+time.Second {
+		t.Errorf("next waiter granted %v after the release, queue TTL %v", d, qttl)
 	}
 }
