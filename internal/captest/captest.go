@@ -47,9 +47,10 @@ var Capabilities = []Capability{
 }
 
 // Standalone lists the interfaces of package driver that are not found on
-// a backend but passed on their own (stock.WithOrders takes an OrderStore),
-// so wrappers need not forward them.
-var Standalone = []string{"OrderStore"}
+// a backend but passed on their own (stock.WithOrders takes an OrderStore,
+// and a SupplyCap is an OrderStore's own capability), so wrappers need not
+// forward them.
+var Standalone = []string{"OrderStore", "SupplyCap"}
 
 // Of lists the names of the capabilities driver.As finds on b.
 func Of(b driver.Backend) []string {

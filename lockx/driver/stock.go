@@ -41,6 +41,12 @@ var (
 	// different order already holds its unique slot (the buyer's one order
 	// of the SKU).
 	ErrDuplicateOrder = errors.New("lockx: duplicate order")
+	// ErrSupplyExceeded reports an order refused by an OrderStore that caps
+	// its SKU's live orders (SupplyCap): saving it would put more units in
+	// live orders than the SKU's supply. It also reports a withdrawal
+	// (SupplyCap.AddSupply) or a cap (InitSupply) below the units already
+	// in live orders.
+	ErrSupplyExceeded = errors.New("lockx: orders would exceed the supply")
 )
 
 // StockTake is one atomic deduction from one segment.
@@ -162,6 +168,46 @@ type OrderStore interface {
 	OrderedUnits(ctx context.Context, sku string) (int64, error)
 }
 
+// SupplyCap is the optional capability of an OrderStore that caps, per SKU,
+// the units of live orders at the units supplied, in the store itself
+// (pglock.OrderStore: a CHECK (ordered <= supplied) on one row per SKU). It
+// is the last line against an oversell when the ledger is a store that may
+// lose acknowledged writes: after a Redis failover the lost entries' units
+// look available again, and the cap refuses the orders that would sell
+// them a second time. patterns/stock finds it with a type assertion on the
+// OrderStore given to WithOrders.
+//
+// A SKU without a cap (no InitSupply yet: orders saved before the cap
+// existed, or a store used without patterns/stock) is not capped; once it
+// has one, SaveOrder of a new order adds its units to the SKU's ordered
+// count in the same atomic step as the save, and refuses with
+// ErrSupplyExceeded, saving nothing, an order that would take the count
+// past the supply. A repeated save of a saved order changes nothing.
+// CancelOrder takes the units off the count on the live → cancelled
+// transition only.
+//
+// The ledger and the cap are two stores with no transaction across them,
+// so their updates are ordered so that the cap is never below the units
+// legitimately sold: a restock adds to the ledger first and to the cap
+// after (a buyer of a new unit may be refused until the cap catches up),
+// and a withdrawal lowers the cap first and the ledger after. Either way
+// the cap may lag behind the ledger, and a lagging cap refuses, never
+// oversells.
+type SupplyCap interface {
+	// InitSupply gives sku a cap of supplied units, counting the units of
+	// its live orders already saved, unless it has one; it reports
+	// whether it created it. A cap below those units is ErrSupplyExceeded
+	// (the SKU is oversold already), and no cap is created.
+	InitSupply(ctx context.Context, sku string, supplied int64) (created bool, err error)
+	// AddSupply adds delta to sku's cap (negative delta: a withdrawal) and
+	// returns the new cap. A withdrawal below the units of live orders is
+	// ErrSupplyExceeded; a SKU without a cap is ErrNoStock.
+	AddSupply(ctx context.Context, sku string, delta int64) (supplied int64, err error)
+	// Supply returns sku's cap and the units of live orders it counts; a
+	// SKU without a cap is ErrNoStock.
+	Supply(ctx context.Context, sku string) (supplied, ordered int64, err error)
+}
+
 // CheckStockArgs validates the arguments common to StockBackend methods:
 // a non-empty SKU of at most MaxKeyLen bytes and a segment index in
 // [0, 1<<16). Implementations call it first so that every backend refuses
@@ -193,6 +239,21 @@ func CheckStockTake(t StockTake) error {
 		return &ArgError{Arg: "expect", Reason: "must not be negative"}
 	case t.TTL < 0:
 		return &ArgError{Arg: "ttl", Reason: "must not be negative"}
+	}
+	return nil
+}
+
+// CheckStockOrder validates an order given to OrderStore.SaveOrder: a
+// valid SKU (CheckStockArgs), a non-empty ID and a positive quantity.
+func CheckStockOrder(o StockOrder) error {
+	if err := CheckStockArgs(o.SKU, 0); err != nil {
+		return err
+	}
+	switch {
+	case o.ID == "":
+		return &ArgError{Arg: "order id", Reason: "empty"}
+	case o.Qty <= 0:
+		return &ArgError{Arg: "quantity", Reason: "must be positive"}
 	}
 	return nil
 }

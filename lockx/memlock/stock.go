@@ -2,10 +2,12 @@ package memlock
 
 import (
 	"context"
-	"github.com/lockx-go/lockx/lockx/driver"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // StockStore is an in-process driver.StockBackend: segmented inventory
@@ -249,21 +251,33 @@ func (s *StockStore) ClaimQuota(ctx context.Context, sku, user string, delta, li
 	return n, nil
 }
 
-// OrderStore is an in-process driver.OrderStore, for tests and single-process
-// programs. The zero value is ready to use and safe for concurrent use.
+// OrderStore is an in-process driver.OrderStore and driver.SupplyCap, for
+// tests and single-process programs. The zero value is ready to use and
+// safe for concurrent use.
 type OrderStore struct {
 	mu     sync.Mutex
 	orders map[string]driver.StockOrder // by SKU + "\x00" + ID; live orders only
 	unique map[[2]string]string         // (SKU, User) → ID of the live Unique order
+	caps   map[string]*supplyCap        // by SKU; none: not capped
 }
 
-var _ driver.OrderStore = (*OrderStore)(nil)
+// supplyCap is a SKU's cap: units supplied and units of live orders.
+type supplyCap struct{ supplied, ordered int64 }
+
+var (
+	_ driver.OrderStore = (*OrderStore)(nil)
+	_ driver.SupplyCap  = (*OrderStore)(nil)
+)
 
 // NewOrderStore returns an empty in-process order store.
 func NewOrderStore() *OrderStore { return &OrderStore{} }
 
-// SaveOrder implements driver.OrderStore.
+// SaveOrder implements driver.OrderStore and, for a SKU with a cap,
+// driver.SupplyCap's refusal of an order beyond the supply.
 func (s *OrderStore) SaveOrder(ctx context.Context, o driver.StockOrder) error {
+	if err := driver.CheckStockOrder(o); err != nil {
+		return err
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -276,11 +290,18 @@ func (s *OrderStore) SaveOrder(ctx context.Context, o driver.StockOrder) error {
 	if s.orders == nil {
 		s.orders, s.unique = make(map[string]driver.StockOrder), make(map[[2]string]string)
 	}
+	uk := [2]string{o.SKU, o.User}
+	if _, taken := s.unique[uk]; o.Unique && taken {
+		return driver.ErrDuplicateOrder
+	}
+	c := s.caps[o.SKU]
+	if c != nil && c.ordered+o.Qty > c.supplied {
+		return fmt.Errorf("%w: %d units ordered of %d, %d more asked", driver.ErrSupplyExceeded, c.ordered, c.supplied, o.Qty)
+	}
+	if c != nil {
+		c.ordered += o.Qty
+	}
 	if o.Unique {
-		uk := [2]string{o.SKU, o.User}
-		if _, taken := s.unique[uk]; taken {
-			return driver.ErrDuplicateOrder
-		}
 		s.unique[uk] = o.ID
 	}
 	s.orders[k] = o
@@ -303,6 +324,9 @@ func (s *OrderStore) CancelOrder(ctx context.Context, sku, id string) error {
 	if uk := [2]string{o.SKU, o.User}; o.Unique && s.unique[uk] == o.ID {
 		delete(s.unique, uk)
 	}
+	if c := s.caps[sku]; c != nil {
+		c.ordered -= o.Qty
+	}
 	return nil
 }
 
@@ -313,13 +337,80 @@ func (s *OrderStore) OrderedUnits(ctx context.Context, sku string) (int64, error
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.orderedLocked(sku), nil
+}
+
+// orderedLocked sums the units of sku's live orders. Callers hold s.mu.
+func (s *OrderStore) orderedLocked(sku string) int64 {
 	var n int64
 	for _, o := range s.orders {
 		if o.SKU == sku {
 			n += o.Qty
 		}
 	}
-	return n, nil
+	return n
+}
+
+// InitSupply implements driver.SupplyCap.
+func (s *OrderStore) InitSupply(ctx context.Context, sku string, supplied int64) (bool, error) {
+	if err := driver.CheckStockArgs(sku, 0); err != nil {
+		return false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.caps[sku] != nil {
+		return false, nil
+	}
+	ordered := s.orderedLocked(sku)
+	if ordered > supplied {
+		return false, fmt.Errorf("%w: %d units in live orders, supply %d", driver.ErrSupplyExceeded, ordered, supplied)
+	}
+	if s.caps == nil {
+		s.caps = make(map[string]*supplyCap)
+	}
+	s.caps[sku] = &supplyCap{supplied: supplied, ordered: ordered}
+	return true, nil
+}
+
+// AddSupply implements driver.SupplyCap.
+func (s *OrderStore) AddSupply(ctx context.Context, sku string, delta int64) (int64, error) {
+	if err := driver.CheckStockArgs(sku, 0); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.caps[sku]
+	switch {
+	case c == nil:
+		return 0, driver.ErrNoStock
+	case c.ordered > c.supplied+delta:
+		return c.supplied, fmt.Errorf("%w: %d units in live orders, supply %d", driver.ErrSupplyExceeded, c.ordered, c.supplied+delta)
+	}
+	c.supplied += delta
+	return c.supplied, nil
+}
+
+// Supply implements driver.SupplyCap.
+func (s *OrderStore) Supply(ctx context.Context, sku string) (supplied, ordered int64, err error) {
+	if err := driver.CheckStockArgs(sku, 0); err != nil {
+		return 0, 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.caps[sku]
+	if c == nil {
+		return 0, 0, driver.ErrNoStock
+	}
+	return c.supplied, c.ordered, nil
 }
 
 // InitStock implements driver.StockBackend on the backend's own stock state,

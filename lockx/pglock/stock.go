@@ -22,6 +22,8 @@ import (
 //	lockx_stock_quota  (sku, buyer PK, n)                  purchase counts
 //	lockx_orders       (sku, id PK, buyer, qty, uniq, state)
 //	  + UNIQUE (sku, buyer) WHERE uniq AND state = 'live'
+//	lockx_order_supply (sku PK, supplied, ordered)         the supply cap
+//	  + CHECK (ordered <= supplied)
 //
 // A deduction is one statement, UPDATE … SET n = n - q WHERE n >= q joined
 // with the INSERT of its ledger entry: the row lock of the segment is held
@@ -60,21 +62,28 @@ CREATE TABLE IF NOT EXISTS {orders} (
 	created timestamptz NOT NULL DEFAULT clock_timestamp(),
 	PRIMARY KEY (sku, id));
 CREATE UNIQUE INDEX IF NOT EXISTS lockx_orders_one_per_buyer ON {orders} (sku, buyer) WHERE uniq AND state = 'live';
+CREATE TABLE IF NOT EXISTS {supply} (
+	sku text PRIMARY KEY,
+	supplied bigint NOT NULL,
+	ordered bigint NOT NULL,
+	CONSTRAINT lockx_order_supply_cap CHECK (ordered <= supplied));
 `
 
-type stockNames struct{ sku, stock, entry, quota, orders string }
+type stockNames struct{ sku, stock, entry, quota, orders, supply string }
 
 func newStockNames(schema string) stockNames {
 	id := func(t string) string { return pgx.Identifier{schema, t}.Sanitize() }
-	return stockNames{id("lockx_stock_sku"), id("lockx_stock"), id("lockx_stock_entry"), id("lockx_stock_quota"), id("lockx_orders")}
+	return stockNames{id("lockx_stock_sku"), id("lockx_stock"), id("lockx_stock_entry"), id("lockx_stock_quota"), id("lockx_orders"), id("lockx_order_supply")}
 }
 
 func (n stockNames) expand(q string) string {
-	return strings.NewReplacer("{sku}", n.sku, "{stock}", n.stock, "{entry}", n.entry, "{quota}", n.quota, "{orders}", n.orders).Replace(q)
+	return strings.NewReplacer("{sku}", n.sku, "{stock}", n.stock, "{entry}", n.entry, "{quota}", n.quota, "{orders}", n.orders, "{supply}", n.supply).Replace(q)
 }
 
 // MigrateStock creates pglock's schema (Migrate) and the stock and order
-// tables if they are missing. It is idempotent and safe to run concurrently.
+// tables if they are missing (in a deployment made by an older version, the
+// supply cap's table lockx_order_supply: its SKUs have no cap until
+// InitSupply). It is idempotent and safe to run concurrently.
 // Only WithSchema is read from opts.
 func MigrateStock(ctx context.Context, pool *pgxpool.Pool, opts ...Option) error {
 	if err := Migrate(ctx, pool, opts...); err != nil {
@@ -101,6 +110,7 @@ func MigrateStock(ctx context.Context, pool *pgxpool.Pool, opts ...Option) error
 var (
 	_ driver.StockBackend = (*Backend)(nil)
 	_ driver.OrderStore   = (*OrderStore)(nil)
+	_ driver.SupplyCap    = (*OrderStore)(nil)
 )
 
 // stockOp runs op, and again after MigrateStock if the tables were missing
@@ -122,7 +132,8 @@ func withStock(ctx context.Context, pool *pgxpool.Pool, schema string, auto bool
 	case err == nil,
 		errors.Is(err, driver.ErrStockShort), errors.Is(err, driver.ErrNoStock),
 		errors.Is(err, driver.ErrNoStockEntry), errors.Is(err, driver.ErrQuotaExceeded),
-		errors.Is(err, driver.ErrDuplicateOrder), errors.Is(err, driver.ErrInvalidArgument):
+		errors.Is(err, driver.ErrDuplicateOrder), errors.Is(err, driver.ErrSupplyExceeded),
+		errors.Is(err, driver.ErrInvalidArgument):
 		return err
 	}
 	if cerr := ctx.Err(); cerr != nil && errors.Is(err, cerr) {
@@ -447,28 +458,48 @@ func (s *OrderStore) op(ctx context.Context, name string, op func(n stockNames) 
 	return withStock(ctx, s.pool, s.schema, s.auto, name, op)
 }
 
-// SaveOrder implements driver.OrderStore with one INSERT. A unique
+// SaveOrder implements driver.OrderStore with one statement: the INSERT of
+// the order and, if it inserted, the UPDATE of the SKU's supply cap
+// (driver.SupplyCap), whose CHECK refuses the statement as a whole when the
+// live orders would exceed the supply (driver.ErrSupplyExceeded). A unique
 // violation of the one-per-buyer index is driver.ErrDuplicateOrder; the same
-// order ID again is a no-op.
+// order ID again is a no-op. The cap's row is a hot row: concurrent saves of
+// one SKU queue on its lock, each for the rest of its transaction.
 func (s *OrderStore) SaveOrder(ctx context.Context, o driver.StockOrder) error {
-	if o.ID == "" || o.SKU == "" {
-		return &driver.ArgError{Arg: "order", Reason: "empty id or sku"}
+	if err := driver.CheckStockOrder(o); err != nil {
+		return err
 	}
 	return s.op(ctx, "save order", func(n stockNames) error {
-		_, err := s.pool.Exec(ctx, n.expand(`INSERT INTO {orders} (sku, id, buyer, qty, uniq) VALUES ($1, $2, $3, $4, $5)
-			ON CONFLICT (sku, id) DO NOTHING`), o.SKU, o.ID, o.User, o.Qty, o.Unique)
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-			return fmt.Errorf("%w: %s", driver.ErrDuplicateOrder, pgErr.ConstraintName)
-		}
-		return err
+		_, err := s.pool.Exec(ctx, n.expand(`WITH i AS (
+				INSERT INTO {orders} (sku, id, buyer, qty, uniq) VALUES ($1, $2, $3, $4, $5)
+				ON CONFLICT (sku, id) DO NOTHING RETURNING qty)
+			UPDATE {supply} c SET ordered = c.ordered + i.qty FROM i WHERE c.sku = $1`), o.SKU, o.ID, o.User, o.Qty, o.Unique)
+		return orderError(err)
 	})
 }
 
-// CancelOrder implements driver.OrderStore: the row stays, marked cancelled.
+// orderError maps the order tables' constraint violations to the driver's
+// verdicts.
+func orderError(err error) error {
+	var pgErr *pgconn.PgError
+	switch {
+	case !errors.As(err, &pgErr):
+		return err
+	case pgErr.Code == "23505":
+		return fmt.Errorf("%w: %s", driver.ErrDuplicateOrder, pgErr.ConstraintName)
+	case pgErr.Code == "23514" && pgErr.ConstraintName == "lockx_order_supply_cap":
+		return fmt.Errorf("%w: %s", driver.ErrSupplyExceeded, pgErr.ConstraintName)
+	}
+	return err
+}
+
+// CancelOrder implements driver.OrderStore with one statement: the row
+// stays, marked cancelled, and a live order's units leave the SKU's cap.
 func (s *OrderStore) CancelOrder(ctx context.Context, sku, id string) error {
 	return s.op(ctx, "cancel order", func(n stockNames) error {
-		_, err := s.pool.Exec(ctx, n.expand(`UPDATE {orders} SET state = 'cancelled' WHERE sku = $1 AND id = $2`), sku, id)
+		_, err := s.pool.Exec(ctx, n.expand(`WITH c AS (
+				UPDATE {orders} SET state = 'cancelled' WHERE sku = $1 AND id = $2 AND state = 'live' RETURNING qty)
+			UPDATE {supply} s SET ordered = s.ordered - c.qty FROM c WHERE s.sku = $1`), sku, id)
 		return err
 	})
 }
@@ -480,4 +511,65 @@ func (s *OrderStore) OrderedUnits(ctx context.Context, sku string) (int64, error
 		return s.pool.QueryRow(ctx, n.expand(`SELECT coalesce(sum(qty), 0)::bigint FROM {orders} WHERE sku = $1 AND state = 'live'`), sku).Scan(&units)
 	})
 	return units, err
+}
+
+// InitSupply implements driver.SupplyCap. The cap's row counts the live
+// orders saved before it: to count them exactly, the transaction that
+// creates it holds lockx_orders in SHARE mode, so that no order of any SKU
+// commits between the count and the row (a pause of one statement, once
+// per SKU).
+func (s *OrderStore) InitSupply(ctx context.Context, sku string, supplied int64) (bool, error) {
+	if err := driver.CheckStockArgs(sku, 0); err != nil {
+		return false, err
+	}
+	var created bool
+	err := s.op(ctx, "init supply", func(n stockNames) error {
+		created = false
+		var exists bool
+		if err := s.pool.QueryRow(ctx, n.expand(`SELECT EXISTS (SELECT 1 FROM {supply} WHERE sku = $1)`), sku).Scan(&exists); err != nil || exists {
+			return err
+		}
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, n.expand(`LOCK TABLE {orders} IN SHARE MODE`)); err != nil {
+				return err
+			}
+			tag, err := tx.Exec(ctx, n.expand(`INSERT INTO {supply} (sku, supplied, ordered)
+				SELECT $1, $2, coalesce(sum(qty), 0) FROM {orders} WHERE sku = $1 AND state = 'live'
+				ON CONFLICT (sku) DO NOTHING`), sku, supplied)
+			created = err == nil && tag.RowsAffected() == 1
+			return orderError(err)
+		})
+	})
+	return created, err
+}
+
+// AddSupply implements driver.SupplyCap with one UPDATE.
+func (s *OrderStore) AddSupply(ctx context.Context, sku string, delta int64) (int64, error) {
+	if err := driver.CheckStockArgs(sku, 0); err != nil {
+		return 0, err
+	}
+	var supplied int64
+	err := s.op(ctx, "add supply", func(n stockNames) error {
+		err := s.pool.QueryRow(ctx, n.expand(`UPDATE {supply} SET supplied = supplied + $2 WHERE sku = $1 RETURNING supplied`), sku, delta).Scan(&supplied)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return driver.ErrNoStock
+		}
+		return orderError(err)
+	})
+	return supplied, err
+}
+
+// Supply implements driver.SupplyCap with one SELECT.
+func (s *OrderStore) Supply(ctx context.Context, sku string) (supplied, ordered int64, err error) {
+	if err := driver.CheckStockArgs(sku, 0); err != nil {
+		return 0, 0, err
+	}
+	err = s.op(ctx, "supply", func(n stockNames) error {
+		err := s.pool.QueryRow(ctx, n.expand(`SELECT supplied, ordered FROM {supply} WHERE sku = $1`), sku).Scan(&supplied, &ordered)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return driver.ErrNoStock
+		}
+		return err
+	})
+	return supplied, ordered, err
 }

@@ -3,11 +3,14 @@ package pglock_test
 import (
 	"context"
 	"errors"
-	"github.com/lockx-go/lockx/lockx/driver"
-	"github.com/lockx-go/lockx/lockx/pglock"
-	"github.com/lockx-go/lockx/patterns/stock/stocktest"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/lockx-go/lockx/lockx/driver"
+
+	"github.com/lockx-go/lockx/lockx/pglock"
+	"github.com/lockx-go/lockx/patterns/stock/stocktest"
 )
 
 func TestStockConformance(t *testing.T) {
@@ -16,36 +19,44 @@ func TestStockConformance(t *testing.T) {
 }
 
 func TestOrderStore(t *testing.T) {
+	e := newEnv(t, 8)
+	stocktest.RunOrders(t, pglock.NewOrderStore(e.pool, pglock.WithSchema(e.schema)))
+}
+
+// TestOrderStoreUpgrade: a schema made before the supply cap existed (no
+// lockx_order_supply) keeps taking orders — the table is created on first
+// use, and its SKUs are not capped until InitSupply, which counts the
+// orders saved before it.
+func TestOrderStoreUpgrade(t *testing.T) {
 	e := newEnv(t, 4)
-	s := pglock.NewOrderStore(e.pool, pglock.WithSchema(e.schema))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	o := driver.StockOrder{ID: "o1", SKU: "sku", User: "u", Qty: 1, Unique: true}
-	if err := s.SaveOrder(ctx, o); err != nil {
+	s := pglock.NewOrderStore(e.pool, pglock.WithSchema(e.schema))
+	save := func(id string) error {
+		return s.SaveOrder(ctx, driver.StockOrder{ID: id, SKU: "sku", User: id, Qty: 1, Unique: true})
+	}
+	if err := save("before"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SaveOrder(ctx, o); err != nil {
-		t.Fatalf("saving the same order again: %v", err)
-	}
-	o2 := o
-	o2.ID = "o2"
-	if err := s.SaveOrder(ctx, o2); !errors.Is(err, driver.ErrDuplicateOrder) {
-		t.Fatalf("second order of the buyer: %v, want ErrDuplicateOrder", err)
-	}
-	if n, err := s.OrderedUnits(ctx, "sku"); err != nil || n != 1 {
-		t.Fatalf("OrderedUnits = %d, %v", n, err)
-	}
-	if err := s.CancelOrder(ctx, "sku", "o1"); err != nil {
+	if _, err := e.pool.Exec(ctx, "DROP TABLE "+pgx.Identifier{e.schema, "lockx_order_supply"}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SaveOrder(ctx, o2); err != nil {
-		t.Fatalf("order after cancellation: %v", err)
+	if err := save("old-schema"); err != nil {
+		t.Fatalf("an order on a schema without the cap's table: %v", err)
 	}
-	o3 := driver.StockOrder{ID: "o3", SKU: "sku", User: "u", Qty: 2}
-	if err := s.SaveOrder(ctx, o3); err != nil {
-		t.Fatalf("non-unique order: %v", err)
+	if _, _, err := s.Supply(ctx, "sku"); !errors.Is(err, driver.ErrNoStock) {
+		t.Fatalf("Supply of a SKU without a cap: %v, want ErrNoStock", err)
 	}
-	if n, err := s.OrderedUnits(ctx, "sku"); err != nil || n != 3 {
-		t.Fatalf("OrderedUnits = %d, %v; want 3", n, err)
+	if created, err := s.InitSupply(ctx, "sku", 3); err != nil || !created {
+		t.Fatalf("InitSupply = %v, %v", created, err)
+	}
+	if sup, ord, err := s.Supply(ctx, "sku"); err != nil || sup != 3 || ord != 2 {
+		t.Fatalf("Supply = %d, %d, %v; want 3 supplied, 2 ordered (the orders saved before the cap)", sup, ord, err)
+	}
+	if err := save("third"); err != nil {
+		t.Fatal(err)
+	}
+	if err := save("fourth"); !errors.Is(err, driver.ErrSupplyExceeded) {
+		t.Fatalf("an order beyond the cap: %v, want ErrSupplyExceeded", err)
 	}
 }

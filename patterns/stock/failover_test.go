@@ -12,6 +12,7 @@ import (
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/lockx/redislock"
 	"github.com/lockx-go/lockx/patterns/stock"
@@ -25,11 +26,17 @@ import (
 //
 // The buyers whose quota was lost try again: the order store's UNIQUE
 // (sku, buyer) index refuses each second order (ErrLimit) and the units go
-// back, so no buyer holds two orders and the ledger stays balanced. The
-// lost purchases are not hidden: Reconcile reports the order store ahead
-// of the ledger by exactly the units the failover lost (OrdersMatch false)
-// — the verdict to stop the sale on, as those units would otherwise be
-// sold a second time.
+// back, so no buyer holds two orders and the ledger stays balanced. New
+// buyers then buy until the sale is sold out: the lost entries' units are
+// available again in the ledger, and the order store's supply cap refuses
+// the orders that would sell them a second time (ErrSoldOut), so exactly
+// the supplied units end up in live orders. The lost purchases are not
+// hidden: Reconcile reports the order store ahead of the ledger by exactly
+// the units the failover lost (OrdersMatch false), and those units as
+// available in the ledger but unsellable.
+//
+// With the cap off (WithoutSupplyCap) the test fails: 110 units in live
+// orders for 100 supplied.
 func TestSentinelFailoverMidSale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a Sentinel failover takes several seconds")
@@ -99,12 +106,6 @@ func TestSentinelFailoverMidSale(t *testing.T) {
 			break
 		}
 	}
-	var dups int
-	err := pools[0].QueryRow(ctx, "SELECT count(*) FROM (SELECT buyer FROM "+pgx.Identifier{schema, "lockx_orders"}.Sanitize()+
-		" WHERE state = 'live' GROUP BY sku, buyer HAVING count(*) > 1) d").Scan(&dups)
-	if err != nil || dups != 0 {
-		t.Fatalf("buyers with two live orders: %d (%v)", dups, err)
-	}
 	r, err := s.Reconcile(ctx)
 	if err != nil {
 		t.Fatalf("the ledger after the failover: %v", err)
@@ -114,5 +115,51 @@ func TestSentinelFailoverMidSale(t *testing.T) {
 	if r.Ordered != before+unreplicated || lost != unreplicated || r.OrdersMatch() {
 		t.Fatalf("Reconcile after the failover: %+v; want %d units ordered, %d of them lost by the ledger, OrdersMatch false",
 			r, before+unreplicated, unreplicated)
+	}
+
+	// New buyers buy until the sale is sold out: the ledger offers its 70
+	// unsold units and the 10 it lost; the cap lets exactly 70 through.
+	var sold, refused, capped int
+	for i := before + unreplicated; refused < 2*unreplicated; i++ {
+		_, err := s.Buy(ctx, buyer(i), 1)
+		switch {
+		case err == nil:
+			sold++
+		case errors.Is(err, stock.ErrSoldOut):
+			refused++
+			if errors.Is(err, driver.ErrSupplyExceeded) {
+				capped++
+			}
+		default:
+			t.Fatalf("%s buying after the failover: %v", buyer(i), err)
+		}
+		if i > 10*supplied {
+			t.Fatalf("%d units sold after the failover and still no end: an oversell", sold)
+		}
+	}
+	live := func() (units, dups int) {
+		t.Helper()
+		orders := pgx.Identifier{schema, "lockx_orders"}.Sanitize()
+		err := pools[0].QueryRow(ctx, "SELECT (SELECT coalesce(sum(qty), 0) FROM "+orders+" WHERE state = 'live'), "+
+			"(SELECT count(*) FROM (SELECT buyer FROM "+orders+" WHERE state = 'live' GROUP BY sku, buyer HAVING count(*) > 1) d)").Scan(&units, &dups)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return units, dups
+	}
+	units, dups := live()
+	t.Logf("after the failover: %d sold to new buyers, then %d refused (%d of them by the supply cap); %d units in live orders",
+		sold, refused, capped, units)
+	if units != supplied || dups != 0 || sold != supplied-before-unreplicated || capped == 0 {
+		t.Fatalf("%d units in live orders (%d sold after the failover), %d buyers with two, %d refusals by the cap; "+
+			"want %d units — no oversell —, %d sold, 0, and the cap refusing the units the ledger lost",
+			units, sold, dups, capped, supplied, supplied-before-unreplicated)
+	}
+	r, err = s.Reconcile(ctx)
+	t.Logf("at the end: %+v; %d units available in the ledger are unsellable", r, r.Unsellable())
+	if err != nil || r.Ordered != supplied || r.Cap != supplied || r.Ordered-r.Confirmed != unreplicated ||
+		r.Available != unreplicated || r.Unsellable() != unreplicated || r.OrdersMatch() {
+		t.Fatalf("Reconcile at the end: %+v (unsellable %d), %v; want %d units ordered of a cap of %d, the ledger %d units behind, "+
+			"%d available and all unsellable", r, r.Unsellable(), err, supplied, supplied, unreplicated, unreplicated)
 	}
 }

@@ -41,7 +41,9 @@ const DefaultSegments = 16
 var (
 	// ErrSoldOut reports that fewer units than asked for are available in
 	// the whole SKU (all segments together), or — with WithSoldOutCache —
-	// were when this process last looked.
+	// were when this process last looked, or that the order store's supply
+	// cap refused the order (it then also matches
+	// driver.ErrSupplyExceeded).
 	ErrSoldOut = errors.New("stock: sold out")
 	// ErrLimit reports that the buyer has reached the per-user purchase
 	// limit. It also matches driver.ErrQuotaExceeded or
@@ -93,7 +95,22 @@ func WithLimit(n int64) Option { return func(s *Stock) { s.limit = n } }
 // WithOrders persists every confirmed purchase in store (pglock.OrderStore
 // for PostgreSQL). If persisting fails, the purchase fails and its units go
 // back to the stock.
+//
+// If store caps the supply (driver.SupplyCap: pglock's and memlock's do),
+// the cap is on: Init and Restock tell the store the SKU's supply, and the
+// store refuses an order that would put more units in live orders than
+// that (ErrSoldOut) — no oversell even if the ledger loses acknowledged
+// writes, as Redis does in a failover. See WithoutSupplyCap for its cost.
 func WithOrders(store driver.OrderStore) Option { return func(s *Stock) { s.orders = store } }
+
+// WithoutSupplyCap turns the order store's supply cap off (see WithOrders):
+// the store keeps no per-SKU count and refuses no order for the supply, and
+// a ledger that loses acknowledged writes (a Redis failover) can oversell
+// by the units it lost. The cap costs one row per SKU that every order save
+// and cancellation of the SKU updates (with pglock, a row lock held to the
+// commit); docs/patterns/stock.md measures it. Every Stock of a SKU should
+// agree: a Stock without the cap does not raise it on Restock.
+func WithoutSupplyCap() Option { return func(s *Stock) { s.noCap = true } }
 
 // DefaultPurchaseLease is how long Buy holds a purchase's units as a
 // reservation while it saves the order (WithOrders).

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/lockx-go/lockx/lockx/driver"
 )
 
 // ErrUnbalanced reports a reconciliation that found units unaccounted for.
@@ -19,6 +21,10 @@ type Report struct {
 	// -1 without one. Once no purchase is in flight it equals Confirmed
 	// (OrdersMatch).
 	Ordered int64
+	// Cap is the order store's supply cap (driver.SupplyCap): the units it
+	// accepts in live orders; -1 without a cap. It equals Supplied unless a
+	// Restock failed half-way.
+	Cap int64
 	// Unbalanced lists the segments whose own invariant failed.
 	Unbalanced []int
 	// OverLimit lists the buyers holding more units than the limit.
@@ -33,6 +39,23 @@ type Report struct {
 // Redis failover that lost confirmed entries: those units may be sold
 // again), Ordered < Confirmed means units sold to no order.
 func (r Report) OrdersMatch() bool { return r.Ordered < 0 || r.Ordered == r.Confirmed }
+
+// Unsellable returns the units the ledger shows available that the supply
+// cap will refuse: Available beyond Cap − Ordered, 0 without a cap. It is
+// what a ledger that lost confirmed entries (a Redis failover) has put
+// back: every buyer that takes one of those units is refused by the order
+// store (ErrSoldOut) and gives it back, so they are never sold twice, but
+// Available overstates the stock by this much. Orders in flight only make
+// it smaller (their units are reserved, not available), so it is safe to
+// read mid-sale. To make Available agree, withdraw them from the ledger
+// alone (driver.StockBackend's AddStock with a negative count); the cap
+// already counts them as sold.
+func (r Report) Unsellable() int64 {
+	if r.Cap < 0 || r.Ordered < 0 {
+		return 0
+	}
+	return max(r.Available-(r.Cap-r.Ordered), 0)
+}
 
 // Balanced reports whether Available + Confirmed + Reserved == Supplied in
 // every segment and in total, and no buyer is over the limit.
@@ -51,7 +74,7 @@ func (r Report) Balanced() bool {
 // the order store's total. An imbalance is reported in the Report and as an
 // error matching ErrUnbalanced.
 func (s *Stock) Reconcile(ctx context.Context) (Report, error) {
-	r := Report{Ordered: -1}
+	r := Report{Ordered: -1, Cap: -1}
 	if err := s.ready("reconcile"); err != nil {
 		return r, err
 	}
@@ -88,6 +111,15 @@ func (s *Stock) Reconcile(ctx context.Context) (Report, error) {
 			return r, s.keyErr("reconcile", err)
 		}
 		r.Ordered = n
+	}
+	if s.supply != nil {
+		c, _, err := s.supply.Supply(ctx, s.sku)
+		switch {
+		case err == nil:
+			r.Cap = c
+		case !errors.Is(err, driver.ErrNoStock):
+			return r, s.keyErr("reconcile", err)
+		}
 	}
 	if !r.Balanced() {
 		return r, s.keyErr("reconcile", fmt.Errorf("%w: supplied %d, available %d + confirmed %d + reserved %d; unbalanced segments %v; buyers over the limit: %d",

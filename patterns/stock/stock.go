@@ -29,7 +29,9 @@ type Stock struct {
 	mode       Mode
 	limit      int64
 	orders     driver.OrderStore
-	lease      time.Duration // WithPurchaseLease
+	supply     driver.SupplyCap // the order store's supply cap; nil: none or WithoutSupplyCap
+	noCap      bool             // WithoutSupplyCap
+	lease      time.Duration    // WithPurchaseLease
 	soldOutTTL time.Duration
 	soldOut    atomic.Int64 // unix nanos until which the local verdict holds
 	rate       *bucket
@@ -89,6 +91,9 @@ func New(c *lockx.Client, sku string, opts ...Option) *Stock {
 		s.fail(fmt.Errorf("stock: backend %T does not implement driver.StockBackend: %w", c.Backend(), errors.ErrUnsupported))
 	}
 	s.sb = sb
+	if sc, ok := s.orders.(driver.SupplyCap); ok && !s.noCap {
+		s.supply = sc
+	}
 	return s
 }
 
@@ -113,6 +118,14 @@ func (s *Stock) keyErr(op string, err error) error {
 // SKU calls it (with the same total) before its first purchase: the first
 // call creates, the others adopt the SKU's segment count. Existing stock is
 // never reset.
+//
+// With an order store that caps the supply (driver.SupplyCap, unless
+// WithoutSupplyCap), Init also gives the SKU its cap if it has none: total
+// when this call created the SKU, else the units the ledger says were
+// supplied (a SKU sold before the cap existed; its live orders count
+// against the cap). If those orders already exceed the supply, Init fails
+// with an error matching driver.ErrSupplyExceeded — the SKU stays usable
+// for Reconcile, and its orders are not capped.
 func (s *Stock) Init(ctx context.Context, total int64) (bool, error) {
 	if s.err != nil {
 		return false, s.keyErr("init", s.err)
@@ -131,7 +144,33 @@ func (s *Stock) Init(ctx context.Context, total int64) (bool, error) {
 	}
 	s.all.Store(&all)
 	s.segs.Store(int64(n))
+	if err := s.initSupply(ctx, created, total); err != nil {
+		return created, s.keyErr("init", err)
+	}
 	return created, nil
+}
+
+// initSupply gives the SKU its supply cap if it has none (Init).
+func (s *Stock) initSupply(ctx context.Context, created bool, total int64) error {
+	if s.supply == nil {
+		return nil
+	}
+	if !created {
+		_, _, err := s.supply.Supply(ctx, s.sku)
+		if !errors.Is(err, driver.ErrNoStock) {
+			return err
+		}
+		total = 0
+		for _, seg := range *s.all.Load() {
+			sn, err := s.sb.StockSegment(ctx, s.sku, seg)
+			if err != nil {
+				return err
+			}
+			total += sn.Supplied
+		}
+	}
+	_, err := s.supply.InitSupply(ctx, s.sku, total)
+	return err
 }
 
 // spread splits total into k near-equal levels.
@@ -158,8 +197,11 @@ func (s *Stock) ready(op string) error {
 
 // Buy takes qty units for user and, with WithOrders, persists the order. It
 // returns ErrSoldOut only when fewer than qty units are available in the
-// whole SKU, whichever segment the buyer landed on; ErrLimit when the buyer
-// has reached the limit; ErrBusy when the local rate limit refused.
+// whole SKU, whichever segment the buyer landed on, or when the order
+// store's supply cap refused the order (driver.ErrSupplyExceeded: the
+// ledger showed units that orders already hold, as after a Redis failover
+// that lost ledger entries); ErrLimit when the buyer has reached the limit;
+// ErrBusy when the local rate limit refused.
 //
 // With an order store a purchase spans two stores, so it is made in three
 // steps: the units are taken as a reservation of the purchase lease
@@ -391,14 +433,21 @@ func (s *Stock) persist(ctx context.Context, o *Order) error {
 		return nil
 	}
 	rctx := context.WithoutCancel(ctx)
-	if !errors.Is(err, driver.ErrDuplicateOrder) {
+	// A duplicate or a save beyond the supply is a definite refusal: nothing
+	// was saved. Any other error may hide a save that committed.
+	refused := errors.Is(err, driver.ErrDuplicateOrder) || errors.Is(err, driver.ErrSupplyExceeded)
+	if !refused {
 		if cerr := s.orders.CancelOrder(rctx, o.SKU, o.ID); cerr != nil {
 			return fmt.Errorf("stock: persisting order %s: %w (units kept held: %w)", o.ID, err, cerr)
 		}
 	}
 	s.unquota(rctx, o.User, s.releaseParts(rctx, o))
-	if errors.Is(err, driver.ErrDuplicateOrder) {
+	switch {
+	case errors.Is(err, driver.ErrDuplicateOrder):
 		return fmt.Errorf("%w: %w", ErrLimit, err)
+	case errors.Is(err, driver.ErrSupplyExceeded):
+		s.markSoldOut()
+		return fmt.Errorf("%w: %w", ErrSoldOut, err)
 	}
 	return fmt.Errorf("stock: persisting order %s: %w", o.ID, err)
 }
@@ -536,7 +585,14 @@ func (s *Stock) Expire(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// Restock adds n units, spread evenly over the segments.
+// Restock adds n units, spread evenly over the segments, and then (with a
+// supply cap) to the order store's cap: the ledger first, so that the cap
+// never exceeds what the ledger was given — until the cap is raised, a
+// buyer of a new unit is refused (ErrSoldOut), never oversold. If the
+// ledger takes only part of n before an error, the cap is raised by that
+// part; if raising the cap fails, Reconcile shows the cap below the
+// supply (Report.Cap), and driver.SupplyCap.AddSupply on the store
+// corrects it.
 func (s *Stock) Restock(ctx context.Context, n int64) error {
 	if err := s.ready("restock"); err != nil {
 		return err
@@ -548,13 +604,25 @@ func (s *Stock) Restock(ctx context.Context, n int64) error {
 	// the same ones.
 	all := *s.all.Load()
 	off := mrand.IntN(len(all))
+	var added int64
+	var err error
 	for i, l := range spread(n, len(all)) {
 		if l == 0 {
 			continue
 		}
-		if _, err := s.sb.AddStock(ctx, s.sku, all[(off+i)%len(all)], l); err != nil {
-			return s.keyErr("restock", err)
+		if _, err = s.sb.AddStock(ctx, s.sku, all[(off+i)%len(all)], l); err != nil {
+			break
 		}
+		added += l
+	}
+	if s.supply != nil && added > 0 {
+		// A SKU without a cap (ErrNoStock) stays uncapped.
+		if _, cerr := s.supply.AddSupply(context.WithoutCancel(ctx), s.sku, added); cerr != nil && !errors.Is(cerr, driver.ErrNoStock) {
+			err = errors.Join(err, fmt.Errorf("stock: %d units restocked, the supply cap not raised: %w", added, cerr))
+		}
+	}
+	if err != nil {
+		return s.keyErr("restock", err)
 	}
 	s.soldOut.Store(0)
 	return nil

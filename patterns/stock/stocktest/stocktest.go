@@ -1,7 +1,9 @@
 // Package stocktest is a conformance suite for implementations of
-// driver.StockBackend: a backend that passes Run serves patterns/stock.
+// driver.StockBackend and driver.OrderStore: a backend that passes Run, and
+// an order store that passes RunOrders, serve patterns/stock.
 //
-//	func TestStock(t *testing.T) { stocktest.Run(t, myBackend) }
+//	func TestStock(t *testing.T)  { stocktest.Run(t, myBackend) }
+//	func TestOrders(t *testing.T) { stocktest.RunOrders(t, myOrderStore) }
 package stocktest
 
 import (
