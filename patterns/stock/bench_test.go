@@ -3,15 +3,19 @@ package stock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
+	"github.com/lockx-go/lockx/lockx/driver"
+	"github.com/lockx-go/lockx/lockx/pglock"
 	"github.com/lockx-go/lockx/lockx/redislock"
 	"github.com/lockx-go/lockx/patterns/stock"
 )
@@ -95,6 +99,76 @@ func benchRedisStock(b *testing.B, mode stock.Mode, segs int, rtt time.Duration)
 		for pb.Next() {
 			_, err := s.Buy(ctx, "u"+strconv.FormatInt(user.Add(1), 10), 1)
 			if err != nil && !errors.Is(err, stock.ErrSoldOut) {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "orders/s")
+}
+
+// BenchmarkRedisStockOrders measures the supply cap's cost: purchases/s of
+// one SKU by 64 concurrent buyers (limit 1, a new buyer each), the ledger in
+// Redis and the orders in PostgreSQL, with the cap off and on, alternating
+// in the same run (three rounds), with PostgreSQL's default synchronous
+// commit and with synchronous_commit = off. The cap's row is one hot row
+// per SKU that every order save updates: its lock is held until the commit,
+// so the commit's cost is what serialises.
+//
+// Run: go test -run '^$' -bench 'BenchmarkRedisStockOrders' -benchtime 2s ./patterns/stock/
+func BenchmarkRedisStockOrders(b *testing.B) {
+	addr := testenv.RedisAddr(b)
+	schema, pools := pgPools(b, 1, 32)
+	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.MaxConns = 32
+	syncPool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(syncPool.Close)
+	for _, commit := range []struct {
+		name string
+		pool *pgxpool.Pool
+	}{{"sync", syncPool}, {"async", pools[0]}} {
+		orders := pglock.NewOrderStore(commit.pool, pglock.WithSchema(schema))
+		for range 3 {
+			for _, capped := range []bool{false, true} {
+				b.Run(fmt.Sprintf("commit=%s/cap=%v", commit.name, capped), func(b *testing.B) {
+					benchRedisOrders(b, addr, orders, capped)
+				})
+			}
+		}
+	}
+}
+
+func benchRedisOrders(b *testing.B, addr string, orders driver.OrderStore, capped bool) {
+	prefix := "lockxbench:" + randHex(4) + ":"
+	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
+	c := lockx.New(redislock.New(rdb, redislock.WithPrefix(prefix)))
+	b.Cleanup(func() {
+		_ = c.Close()
+		_ = rdb.Close()
+		cleanRedis(addr, prefix)
+	})
+	ctx := context.Background()
+	opts := []stock.Option{stock.WithSegments(16), stock.WithOrders(orders)}
+	if capped {
+		opts = append(opts, stock.WithSupplyCap())
+	}
+	s := stock.New(c, "bench-"+randHex(4), opts...)
+	if _, err := s.Init(ctx, int64(b.N)+1000); err != nil {
+		b.Fatal(err)
+	}
+	var user atomic.Int64
+	b.SetParallelism(32) // 64 buyers on 2 cores
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := s.Buy(ctx, "u"+strconv.FormatInt(user.Add(1), 10), 1); err != nil {
 				b.Error(err)
 				return
 			}

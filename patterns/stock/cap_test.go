@@ -25,7 +25,7 @@ func TestSupplyCapAfterLedgerLoss(t *testing.T) {
 			const supplied, lost = 10, 3
 			var stocks []*stock.Stock
 			for i, c := range e.clients {
-				s := stock.New(c, sku, stock.WithSegments(4), stock.WithOrders(e.orders[i]))
+				s := stock.New(c, sku, stock.WithSegments(4), stock.WithOrders(e.orders[i]), stock.WithSupplyCap())
 				if created, err := s.Init(ctx, supplied); err != nil || created != (i == 0) {
 					t.Fatalf("Init = %v, %v", created, err)
 				}
@@ -96,7 +96,7 @@ func TestSupplyCapAdoptsExistingSale(t *testing.T) {
 			e := em.make(t, 1)
 			ctx := ctxT(t, time.Minute)
 			sku := "adopt-" + randHex(4)
-			old := stock.New(e.clients[0], sku, stock.WithSegments(2), stock.WithOrders(e.orders[0]), stock.WithoutSupplyCap())
+			old := stock.New(e.clients[0], sku, stock.WithSegments(2), stock.WithOrders(e.orders[0]))
 			if _, err := old.Init(ctx, 4); err != nil {
 				t.Fatal(err)
 			}
@@ -106,7 +106,7 @@ func TestSupplyCapAdoptsExistingSale(t *testing.T) {
 			if r, err := old.Reconcile(ctx); err != nil || r.Cap != -1 {
 				t.Fatalf("Reconcile without a cap = %+v, %v; want Cap -1", r, err)
 			}
-			s := stock.New(e.clients[0], sku, stock.WithOrders(e.orders[0]))
+			s := stock.New(e.clients[0], sku, stock.WithOrders(e.orders[0]), stock.WithSupplyCap())
 			if created, err := s.Init(ctx, 100); err != nil || created {
 				t.Fatalf("Init of an existing SKU = %v, %v", created, err)
 			}

@@ -35,7 +35,7 @@ import (
 // the units the failover lost (OrdersMatch false), and those units as
 // available in the ledger but unsellable.
 //
-// With the cap off (WithoutSupplyCap) the test fails: 110 units in live
+// Without WithSupplyCap the test fails: 110 units in live
 // orders for 100 supplied.
 func TestSentinelFailoverMidSale(t *testing.T) {
 	if testing.Short() {
@@ -48,7 +48,7 @@ func TestSentinelFailoverMidSale(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	c := lockx.New(redislock.New(rdb, redislock.WithPrefix("lockxtest:failover:")))
 	t.Cleanup(func() { _ = c.Close() })
-	s := stock.New(c, "sku-failover", stock.WithSegments(4), stock.WithOrders(pglock.NewOrderStore(pools[0], pglock.WithSchema(schema))))
+	s := stock.New(c, "sku-failover", stock.WithSegments(4), stock.WithOrders(pglock.NewOrderStore(pools[0], pglock.WithSchema(schema))), stock.WithSupplyCap())
 	ctx := ctxT(t, 2*time.Minute)
 	const supplied, before, unreplicated = 100, 20, 10
 	if _, err := s.Init(ctx, supplied); err != nil {

@@ -95,22 +95,25 @@ func WithLimit(n int64) Option { return func(s *Stock) { s.limit = n } }
 // WithOrders persists every confirmed purchase in store (pglock.OrderStore
 // for PostgreSQL). If persisting fails, the purchase fails and its units go
 // back to the stock.
-//
-// If store caps the supply (driver.SupplyCap: pglock's and memlock's do),
-// the cap is on: Init and Restock tell the store the SKU's supply, and the
-// store refuses an order that would put more units in live orders than
-// that (ErrSoldOut) — no oversell even if the ledger loses acknowledged
-// writes, as Redis does in a failover. See WithoutSupplyCap for its cost.
+// Add WithSupplyCap where the ledger may lose acknowledged writes (Redis).
 func WithOrders(store driver.OrderStore) Option { return func(s *Stock) { s.orders = store } }
 
-// WithoutSupplyCap turns the order store's supply cap off (see WithOrders):
-// the store keeps no per-SKU count and refuses no order for the supply, and
-// a ledger that loses acknowledged writes (a Redis failover) can oversell
-// by the units it lost. The cap costs one row per SKU that every order save
-// and cancellation of the SKU updates (with pglock, a row lock held to the
-// commit); docs/patterns/stock.md measures it. Every Stock of a SKU should
-// agree: a Stock without the cap does not raise it on Restock.
-func WithoutSupplyCap() Option { return func(s *Stock) { s.noCap = true } }
+// WithSupplyCap makes the order store (WithOrders) cap the SKU's live
+// orders at its supply (driver.SupplyCap: pglock's and memlock's stores
+// implement it; another store makes every call fail with
+// errors.ErrUnsupported). Init and Restock tell the store the supply, and
+// the store refuses an order that would put more units in live orders than
+// that (ErrSoldOut): no oversell even if the ledger loses acknowledged
+// writes, as Redis does in a failover — without the cap, the units of the
+// entries a failover lost are sold a second time.
+//
+// It is off by default for its cost: one row per SKU that every order save
+// and cancellation of the SKU updates, whose lock pglock holds until the
+// commit, so a SKU's order commits run one at a time. With PostgreSQL's
+// synchronous commit that cut purchases/s to about a quarter in
+// BenchmarkRedisStockOrders (docs/patterns/stock.md). Every Stock of a SKU
+// should agree: a Stock without the cap does not raise it on Restock.
+func WithSupplyCap() Option { return func(s *Stock) { s.capOn = true } }
 
 // DefaultPurchaseLease is how long Buy holds a purchase's units as a
 // reservation while it saves the order (WithOrders).

@@ -29,8 +29,8 @@ type Stock struct {
 	mode       Mode
 	limit      int64
 	orders     driver.OrderStore
-	supply     driver.SupplyCap // the order store's supply cap; nil: none or WithoutSupplyCap
-	noCap      bool             // WithoutSupplyCap
+	supply     driver.SupplyCap // the order store's supply cap; nil without WithSupplyCap
+	capOn      bool             // WithSupplyCap
 	lease      time.Duration    // WithPurchaseLease
 	soldOutTTL time.Duration
 	soldOut    atomic.Int64 // unix nanos until which the local verdict holds
@@ -91,7 +91,11 @@ func New(c *lockx.Client, sku string, opts ...Option) *Stock {
 		s.fail(fmt.Errorf("stock: backend %T does not implement driver.StockBackend: %w", c.Backend(), errors.ErrUnsupported))
 	}
 	s.sb = sb
-	if sc, ok := s.orders.(driver.SupplyCap); ok && !s.noCap {
+	if s.capOn {
+		sc, ok := s.orders.(driver.SupplyCap)
+		if !ok {
+			s.fail(fmt.Errorf("stock: WithSupplyCap: order store %T does not implement driver.SupplyCap: %w", s.orders, errors.ErrUnsupported))
+		}
 		s.supply = sc
 	}
 	return s
@@ -119,8 +123,7 @@ func (s *Stock) keyErr(op string, err error) error {
 // call creates, the others adopt the SKU's segment count. Existing stock is
 // never reset.
 //
-// With an order store that caps the supply (driver.SupplyCap, unless
-// WithoutSupplyCap), Init also gives the SKU its cap if it has none: total
+// With WithSupplyCap, Init also gives the SKU its cap if it has none: total
 // when this call created the SKU, else the units the ledger says were
 // supplied (a SKU sold before the cap existed; its live orders count
 // against the cap). If those orders already exceed the supply, Init fails

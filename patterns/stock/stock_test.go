@@ -46,6 +46,11 @@ func TestUnsupported(t *testing.T) {
 	if _, err := stock.New(nil, "k").Init(ctx, 1); !errors.Is(err, lockx.ErrInvalidArgument) {
 		t.Fatalf("nil client = %v, want ErrInvalidArgument", err)
 	}
+	for _, orders := range []driver.OrderStore{nil, failingOrders{}} {
+		if _, err := stock.New(c, "k", stock.WithOrders(orders), stock.WithSupplyCap()).Init(ctx, 1); !errors.Is(err, errors.ErrUnsupported) {
+			t.Fatalf("WithSupplyCap with order store %T = %v, want ErrUnsupported", orders, err)
+		}
+	}
 }
 
 func TestInitAdoptsSegments(t *testing.T) {
