@@ -16,7 +16,8 @@
 //   - FenceStore: check fencing tokens on the resource side.
 //   - RWBackend, SemaphoreBackend, ResultStore, StockBackend, OrderStore:
 //     the storage contracts of the patterns (read/write locks, semaphores,
-//     idempotency, inventory).
+//     idempotency, inventory). SupplyCap is an OrderStore's own optional
+//     capability, found with a type assertion on the store.
 //
 // Everyone who needs a capability finds it with As, which walks wrappers
 // the way errors.As walks wrapped errors; wrappers answer it for the

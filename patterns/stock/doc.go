@@ -66,6 +66,10 @@
 // reservation of the purchase lease, and confirmed after: a process that
 // dies mid-purchase leaves a reservation that Expire returns, cancelling
 // the order. Report.OrdersMatch compares the orders with the ledger.
+// WithSupplyCap makes the order store also refuse orders beyond the SKU's
+// supply (ErrSoldOut), so that a ledger that loses acknowledged writes — a
+// Redis failover — cannot oversell; it serialises the SKU's order commits,
+// so it is off by default.
 //
 // # Hot-key guard
 //

@@ -36,8 +36,9 @@ type Report struct {
 // order store). It is the verdict to read once no purchase is in flight — a
 // purchase saves its order before it confirms its units — and to alert on:
 // Ordered > Confirmed means orders whose units the ledger does not hold (a
-// Redis failover that lost confirmed entries: those units may be sold
-// again), Ordered < Confirmed means units sold to no order.
+// Redis failover that lost confirmed entries: without WithSupplyCap those
+// units may be sold again; with it, see Unsellable), Ordered < Confirmed
+// means units sold to no order.
 func (r Report) OrdersMatch() bool { return r.Ordered < 0 || r.Ordered == r.Confirmed }
 
 // Unsellable returns the units the ledger shows available that the supply
