@@ -226,10 +226,7 @@ func (s *StockStore) StockSegment(ctx context.Context, sku string, seg int) (dri
 
 // ClaimQuota implements driver.StockBackend.
 func (s *StockStore) ClaimQuota(ctx context.Context, sku, user string, delta, limit int64) (int64, error) {
-	if err := driver.CheckStockArgs(sku, 0); err != nil {
-		return 0, err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := skuCall(ctx, sku); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
@@ -249,6 +246,14 @@ func (s *StockStore) ClaimQuota(ctx context.Context, sku, user string, delta, li
 		s.quotas[k] = n
 	}
 	return n, nil
+}
+
+// skuCall checks the arguments of a call on a whole SKU, and ctx.
+func skuCall(ctx context.Context, sku string) error {
+	if err := driver.CheckStockArgs(sku, 0); err != nil {
+		return err
+	}
+	return ctx.Err()
 }
 
 // OrderStore is an in-process driver.OrderStore and driver.SupplyCap, for
@@ -353,10 +358,7 @@ func (s *OrderStore) orderedLocked(sku string) int64 {
 
 // InitSupply implements driver.SupplyCap.
 func (s *OrderStore) InitSupply(ctx context.Context, sku string, supplied int64) (bool, error) {
-	if err := driver.CheckStockArgs(sku, 0); err != nil {
-		return false, err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := skuCall(ctx, sku); err != nil {
 		return false, err
 	}
 	s.mu.Lock()
@@ -377,10 +379,7 @@ func (s *OrderStore) InitSupply(ctx context.Context, sku string, supplied int64)
 
 // AddSupply implements driver.SupplyCap.
 func (s *OrderStore) AddSupply(ctx context.Context, sku string, delta int64) (int64, error) {
-	if err := driver.CheckStockArgs(sku, 0); err != nil {
-		return 0, err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := skuCall(ctx, sku); err != nil {
 		return 0, err
 	}
 	s.mu.Lock()
@@ -398,10 +397,7 @@ func (s *OrderStore) AddSupply(ctx context.Context, sku string, delta int64) (in
 
 // Supply implements driver.SupplyCap.
 func (s *OrderStore) Supply(ctx context.Context, sku string) (supplied, ordered int64, err error) {
-	if err := driver.CheckStockArgs(sku, 0); err != nil {
-		return 0, 0, err
-	}
-	if err := ctx.Err(); err != nil {
+	if err := skuCall(ctx, sku); err != nil {
 		return 0, 0, err
 	}
 	s.mu.Lock()

@@ -74,6 +74,13 @@ func (l latency) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 }
 
 func benchRedisStock(b *testing.B, mode stock.Mode, segs int, rtt time.Duration) {
+	// No per-user limit and no order store: the rows compare deductions.
+	benchBuy(b, rtt, stock.WithMode(mode), stock.WithSegments(segs), stock.WithLimit(0))
+}
+
+// benchBuy measures Buy by 64 concurrent buyers, a new one each time, on a
+// fresh SKU of Redis (every command delayed by rtt) configured with opts.
+func benchBuy(b *testing.B, rtt time.Duration, opts ...stock.Option) {
 	addr := testenv.RedisAddr(b)
 	prefix := "lockxbench:" + randHex(4) + ":"
 	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
@@ -87,8 +94,7 @@ func benchRedisStock(b *testing.B, mode stock.Mode, segs int, rtt time.Duration)
 		cleanRedis(addr, prefix)
 	})
 	ctx := context.Background()
-	// No per-user limit and no order store: the rows compare deductions.
-	s := stock.New(c, "bench", stock.WithMode(mode), stock.WithSegments(segs), stock.WithLimit(0))
+	s := stock.New(c, "bench-"+randHex(4), opts...)
 	if _, err := s.Init(ctx, int64(b.N)+1000); err != nil {
 		b.Fatal(err)
 	}
@@ -118,7 +124,6 @@ func benchRedisStock(b *testing.B, mode stock.Mode, segs int, rtt time.Duration)
 //
 // Run: go test -run '^$' -bench 'BenchmarkRedisStockOrders' -benchtime 2s ./patterns/stock/
 func BenchmarkRedisStockOrders(b *testing.B) {
-	addr := testenv.RedisAddr(b)
 	schema, pools := pgPools(b, 1, 32)
 	cfg, err := pgxpool.ParseConfig(testenv.PostgresURL(b))
 	if err != nil {
@@ -138,42 +143,17 @@ func BenchmarkRedisStockOrders(b *testing.B) {
 		for range 3 {
 			for _, capped := range []bool{false, true} {
 				b.Run(fmt.Sprintf("commit=%s/cap=%v", commit.name, capped), func(b *testing.B) {
-					benchRedisOrders(b, addr, orders, capped)
+					benchRedisOrders(b, orders, capped)
 				})
 			}
 		}
 	}
 }
 
-func benchRedisOrders(b *testing.B, addr string, orders driver.OrderStore, capped bool) {
-	prefix := "lockxbench:" + randHex(4) + ":"
-	rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 64})
-	c := lockx.New(redislock.New(rdb, redislock.WithPrefix(prefix)))
-	b.Cleanup(func() {
-		_ = c.Close()
-		_ = rdb.Close()
-		cleanRedis(addr, prefix)
-	})
-	ctx := context.Background()
+func benchRedisOrders(b *testing.B, orders driver.OrderStore, capped bool) {
 	opts := []stock.Option{stock.WithSegments(16), stock.WithOrders(orders)}
 	if capped {
 		opts = append(opts, stock.WithSupplyCap())
 	}
-	s := stock.New(c, "bench-"+randHex(4), opts...)
-	if _, err := s.Init(ctx, int64(b.N)+1000); err != nil {
-		b.Fatal(err)
-	}
-	var user atomic.Int64
-	b.SetParallelism(32) // 64 buyers on 2 cores
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if _, err := s.Buy(ctx, "u"+strconv.FormatInt(user.Add(1), 10), 1); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "orders/s")
+	benchBuy(b, 0, opts...)
 }
