@@ -38,7 +38,7 @@ type acquisition struct {
 
 	budget   <-chan time.Time // fires when the wait budget (WithWait) is spent; nil: no budget
 	budgetAt time.Time        // when it fires; zero: no budget
-	gate     func()           // leaves the LocalFirst gate; nil if not entered
+	gate     *gate            // the LocalFirst gate; nil if not entered (or left)
 
 	attempts               // obtain's loop
 	res      driver.Result // the grant, once obtained
@@ -92,10 +92,16 @@ func (a *acquisition) run(ctx context.Context) (*Lock, error) {
 	if err := a.c.checkOpen(); err != nil {
 		return nil, err
 	}
-	if err := a.enterGate(ctx); err != nil {
+	p, err := a.enterGate(ctx)
+	if err != nil {
 		return nil, err
 	}
-	if err := a.obtain(ctx); err != nil {
+	if p.res.Acquired { // passed with the gate by this Client's last holder (pass.go)
+		err = a.granted(p.res, p.start)
+	} else {
+		err = a.obtain(ctx)
+	}
+	if err != nil {
 		a.leaveGate()
 		return nil, err
 	}
@@ -230,21 +236,25 @@ func (c *Client) releasePending(k holdKey) bool {
 
 // enterGate queues a LocalFirst plain lock behind the other callers of
 // this process that want its key, so that one of them at a time contends
-// at the backend.
-func (a *acquisition) enterGate(ctx context.Context) error {
+// at the backend. With a driver.Passer backend the caller before it in
+// line may pass it the lock along with the gate: p.res.Acquired.
+func (a *acquisition) enterGate(ctx context.Context) (p passed, err error) {
 	if !a.cfg.localFirst || !a.plain() {
-		return nil
+		return p, nil
 	}
-	gate, err := a.c.gates.enter(ctx, a.req.Key, a.req.Wait, a.budget, a.c.done)
-	a.gate = gate
-	return err
+	var owner Owner // "": takes no pass
+	if a.c.passer != nil {
+		owner = a.req.Owner
+	}
+	a.gate, p, err = a.c.gates.join(ctx, a.req.Key, a.req.Wait, a.budget, a.c.done, owner, a.req.Lease)
+	return p, err
 }
 
 // leaveGate leaves the LocalFirst gate, if the call entered one and still
 // has it (a new hold takes it over, and leaves it when it ends).
 func (a *acquisition) leaveGate() {
 	if a.gate != nil {
-		a.gate()
+		a.c.gates.leave(a.gate)
 		a.gate = nil
 	}
 }

@@ -23,6 +23,7 @@ type Client struct {
 	batch     driver.BatchExtender
 	partition driver.ExtendPartitioner
 	loss      driver.LossNotifier
+	passer    driver.Passer
 	manyAcq   driver.ManyAcquirer
 	manyRel   driver.ManyReleaser
 	cfg       config
@@ -66,6 +67,7 @@ func New(b driver.Backend, opts ...Option) *Client {
 		driver.As(b, &c.partition)
 	}
 	driver.As(b, &c.loss)
+	driver.As(b, &c.passer)
 	driver.As(b, &c.manyAcq)
 	driver.As(b, &c.manyRel)
 	c.name = backendName(b)

@@ -11,3 +11,16 @@ func WatchdogAsleep(c *Client) bool {
 	defer c.wd.mu.Unlock()
 	return !c.wd.wakeAt.IsZero()
 }
+
+// GateQueue is how many callers wait at key's LocalFirst gate on c.
+func GateQueue(c *Client, key string) int {
+	c.gates.mu.Lock()
+	defer c.gates.mu.Unlock()
+	if g := c.gates.m[key]; g != nil {
+		return len(g.queue)
+	}
+	return 0
+}
+
+// MaxLocalPasses is maxLocalPasses.
+const MaxLocalPasses = maxLocalPasses

@@ -61,7 +61,7 @@ type hold struct {
 	// until someone waits for its end, then a channel of its own, closed
 	// at the end.
 	releasing chan struct{}
-	gate      func() // leaves the LocalFirst gate; nil once left (releaseGate)
+	gate      *gate // the LocalFirst gate; nil once left (releaseGate) or passed on
 
 	// guarded by h.mu
 	mu         sync.Mutex
@@ -289,13 +289,13 @@ func (h *hold) releaseGate() {
 	gate := h.takeGate()
 	h.c.mu.Unlock()
 	if gate != nil {
-		gate()
+		h.c.gates.leave(gate)
 	}
 }
 
-// takeGate returns the hold's LocalFirst gate to leave, to one caller only.
-// Callers hold c.mu.
-func (h *hold) takeGate() func() {
+// takeGate returns the hold's LocalFirst gate to leave or pass on, to one
+// caller only. Callers hold c.mu.
+func (h *hold) takeGate() *gate {
 	gate := h.gate
 	h.gate = nil
 	return gate

@@ -183,7 +183,7 @@ func (l *Lock) release(ctx context.Context) (final bool, _ error) {
 	if r.owned {
 		leave := r.enterGate(ctx)
 		defer leave()
-		err = releaseWithRetry(ctx, r.h.ops.Release, r.h.key, r.h.owner)
+		err = r.releaseKey(ctx)
 	}
 	return true, r.finish(err)
 }
@@ -260,7 +260,7 @@ func (r finalRelease) finish(err error) error {
 	}
 	c.mu.Unlock()
 	if gate != nil {
-		gate()
+		c.gates.leave(gate)
 	}
 	if r.lost && (err == nil || isNotHeld(err)) {
 		err = ErrLost

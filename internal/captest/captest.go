@@ -35,6 +35,7 @@ var Capabilities = []Capability{
 	{"BatchExtender", has[driver.BatchExtender]},
 	{"ExtendPartitioner", has[driver.ExtendPartitioner]},
 	{"LossNotifier", has[driver.LossNotifier]},
+	{"Passer", has[driver.Passer]},
 	{"ManyAcquirer", has[driver.ManyAcquirer]},
 	{"ManyReleaser", has[driver.ManyReleaser]},
 	{"FenceStore", has[driver.FenceStore]},

@@ -260,9 +260,14 @@ func (br *Breaker) call(ctx context.Context, op string, fn func() error) error {
 }
 
 // Acquire implements driver.Backend.
-func (br *Breaker) Acquire(ctx context.Context, req driver.Request) (res driver.Result, err error) {
-	err = br.call(ctx, "acquire", func() error {
-		res, err = br.b.Acquire(ctx, req)
+func (br *Breaker) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
+	return br.grant(ctx, "acquire", func() (driver.Result, error) { return br.b.Acquire(ctx, req) })
+}
+
+// grant runs fn, a call that answers with a grant, through the breaker.
+func (br *Breaker) grant(ctx context.Context, op string, fn func() (driver.Result, error)) (res driver.Result, err error) {
+	err = br.call(ctx, op, func() error {
+		res, err = fn()
 		return err
 	})
 	if err != nil {

@@ -416,6 +416,12 @@ func TestOpenBreakerGatesEveryCapability(t *testing.T) {
 			driver.As(w, &x)
 			return x.ExtendMany(ctx, []driver.ExtendRequest{{Key: "k", Owner: owner, Lease: time.Second}})[0]
 		},
+		"Passer": func() error {
+			var p driver.Passer
+			driver.As(w, &p)
+			_, err := p.Pass(ctx, "k", owner, lockx.NewOwner(), time.Second)
+			return err
+		},
 		"ManyAcquirer": func() error {
 			var m driver.ManyAcquirer
 			driver.As(w, &m)

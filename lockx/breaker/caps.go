@@ -25,6 +25,8 @@ func (br *Breaker) As(target any) bool {
 		return adapt(br, t, func(p driver.ExtendPartitioner) driver.ExtendPartitioner { return partitioner{br, p} })
 	case *driver.LossNotifier:
 		return adapt(br, t, func(l driver.LossNotifier) driver.LossNotifier { return lossNotifier{l} })
+	case *driver.Passer:
+		return adapt(br, t, func(p driver.Passer) driver.Passer { return passer{br, p} })
 	case *driver.ManyAcquirer:
 		return adapt(br, t, func(m driver.ManyAcquirer) driver.ManyAcquirer { return manyAcquirer{br, m} })
 	case *driver.ManyReleaser:
@@ -173,6 +175,18 @@ func (w manyAcquirer) AcquireMany(ctx context.Context, reqs []driver.Request) (r
 		return nil, err
 	}
 	return res, nil
+}
+
+type passer struct {
+	br *Breaker
+	p  driver.Passer
+}
+
+// Pass implements driver.Passer as one call of the breaker, like Acquire:
+// while the breaker is open it is refused, and the Client's release falls
+// back to Release, which the breaker refuses too.
+func (w passer) Pass(ctx context.Context, key string, from, to driver.Owner, lease time.Duration) (driver.Result, error) {
+	return w.br.grant(ctx, "pass", func() (driver.Result, error) { return w.p.Pass(ctx, key, from, to, lease) })
 }
 
 type manyReleaser struct {

@@ -10,6 +10,8 @@
 //   - BatchExtender, ExtendPartitioner: renew many leases per round trip,
 //     and per independent node.
 //   - LossNotifier: tell a holder at once that its lock is gone.
+//   - Passer: hand a held lock to another owner in one atomic step
+//     (lockx.LocalFirst's handoff between goroutines of one Client).
 //   - ManyAcquirer, ManyReleaser: take and give back a set of keys in one
 //     round trip.
 //   - Inspector: list held locks, for operators.

@@ -58,6 +58,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) driver.Backend) {
 		{Name: "Do", Fn: s.testDo},
 		{Name: "DoLost", Fn: s.testDoLost},
 		{Name: "LocalFirst", Fn: s.testLocalFirst},
+		{Name: "Pass", Fn: s.testPass},
 		{Name: "CloseReleases", Fn: s.testCloseReleases},
 		{Name: "TTLAndExtend", Fn: s.testTTLAndExtend},
 	})

@@ -184,7 +184,7 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Resul
 	var v int64
 	var err error
 	if b.cfg.replicas > 0 {
-		v, err = b.acquireAcked(ctx, req, c, n)
+		v, err = b.acked(ctx, acquireScript, req.Key, req.Owner, c, n)
 	} else {
 		v, err = b.eval(ctx, acquireScript, c, n)
 	}
@@ -203,10 +203,10 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Resul
 	return driver.Result{TTL: time.Duration(-1-v) * time.Millisecond}, nil
 }
 
-// acquireAcked runs the acquire script and WAIT in one pipeline on the
-// connection to the key's primary, and releases a grant that too few
-// replicas acknowledged.
-func (b *Backend) acquireAcked(ctx context.Context, req driver.Request, c *call, n int) (int64, error) {
+// acked runs the script s, a grant to owner of key (acquire or pass), and
+// WAIT in one pipeline on the connection to the key's primary, and releases
+// a grant that too few replicas acknowledged.
+func (b *Backend) acked(ctx context.Context, s *script, key string, owner driver.Owner, c *call, n int) (int64, error) {
 	var pipe redis.Pipeliner
 	if cc, ok := b.rdb.(*redis.ClusterClient); ok {
 		node, err := cc.MasterForKey(ctx, c.lk)
@@ -218,9 +218,9 @@ func (b *Backend) acquireAcked(ctx context.Context, req driver.Request, c *call,
 		pipe = b.rdb.Pipeline()
 	}
 	var res, acked *redis.Cmd
-	for _, s := range [2]any{acquireScript.sha, acquireScript.src} {
-		c.args[0], c.args[1] = "evalsha", s
-		if s == acquireScript.src {
+	for _, text := range [2]any{s.sha, s.src} {
+		c.args[0], c.args[1] = "evalsha", text
+		if text == s.src {
 			c.args[0] = "eval"
 		}
 		res = redis.NewCmd(ctx, c.args[:n]...)
@@ -243,7 +243,7 @@ func (b *Backend) acquireAcked(ctx context.Context, req driver.Request, c *call,
 	// Not acknowledged: take the grant back (owner-checked) and fail closed.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	_ = b.Release(rctx, req.Key, req.Owner)
+	_ = b.Release(rctx, key, owner)
 	if err != nil {
 		return 0, fmt.Errorf("redislock: replica acknowledgement: %w", err)
 	}

@@ -23,8 +23,8 @@ import (
 // server ~0.3 µs a call; docs/architecture.md, "Scripts"). User input
 // reaches the scripts only through KEYS and ARGV.
 //
-// The scripts of the plain lock (acquire, release, extend, TTL, the wake-up
-// pass-on and AcquireMany) are also one Redis function library (Redis 7.0
+// The scripts of the plain lock (acquire, release, pass, extend, TTL, the
+// wake-up pass-on and AcquireMany) are also one Redis function library (Redis 7.0
 // and later; see library below), called with FCALL where the server has
 // functions: its helpers are defined once, when the library loads, instead
 // of on every call, and read and write the fencing token with Redis's struct
@@ -36,6 +36,7 @@ var scriptFS embed.FS
 var (
 	acquireScript = loadScript("token.lua", "queue.lua", "acquire.lua")
 	releaseScript = loadScript("token.lua", "queue.lua", "release.lua")
+	passScript    = loadScript("token.lua", "queue.lua", "pass.lua")
 	wakeScript    = loadScript("token.lua", "queue.lua", "wake_next.lua")
 	extendScript  = loadScript("extend.lua")
 	ttlScript     = loadScript("ttl.lua")
@@ -44,7 +45,7 @@ var (
 
 	// library holds the scripts above as functions (FCALL).
 	library = newLibrary([]string{"token_struct.lua", "queue.lua"},
-		acquireScript, releaseScript.allowOOM(), wakeScript, extendScript.allowOOM(), ttlScript.allowOOM(), acquireManyScript)
+		acquireScript, releaseScript.allowOOM(), passScript, wakeScript, extendScript.allowOOM(), ttlScript.allowOOM(), acquireManyScript)
 )
 
 // script is a Lua script with its digest and text boxed once for the

@@ -101,3 +101,26 @@ local function withdraw(lk, owner, v, chan)
     wake(lk, q, d, lk .. ':w', chan, prev)
   end
 end
+
+-- free_held ends the hold whose value v (the holder's owner, then its token)
+-- lk has: a live fair-queue head is handed the lock (see wake), else the
+-- token stays behind as a tombstone. waiting says that Q or W exists. tomb
+-- is the tombstone's TTL in ms ("0": none) as it came in ARGV: a Lua number
+-- would be formatted anew. release.lua and pass.lua share it.
+local function free_held(lk, v, waiting, tomb, chan)
+  local tok = string.sub(v, -8)
+  local woke = false
+  if waiting then woke = wake(lk, lk .. ':q', lk .. ':qd', lk .. ':w', chan, token_of(v)) end
+  if woke == 2 then
+    -- Handed to the queue head: wake wrote the lock for it.
+  elseif woke then
+    -- An older backend's head was woken: keep the token while the queue lives.
+    redis.call('SET', lk, tok, 'PX', math.max(tonumber(tomb), redis.call('PTTL', lk .. ':q')))
+  elseif tonumber(tomb) > 0 then
+    -- Leave a tombstone, the token alone, so that the next grant issues a
+    -- larger one even if the server clock has not moved past it.
+    redis.call('SET', lk, tok, 'PX', tomb)
+  else
+    redis.call('DEL', lk)
+  end
+end

@@ -15,21 +15,5 @@ if holder ~= owner then
 end
 -- Released by its holder: without waiters (no Q, no W), the common case, this
 -- is three server commands: GET, EXISTS and SET (the tombstone).
-local tomb = tonumber(ARGV[2])
-local tok = string.sub(v, -8)
-local woke = false
-if redis.call('EXISTS', q, w) > 0 then woke = wake(lk, q, lk .. ':qd', w, ARGV[3], token_of(v)) end
-if woke == 2 then
-  -- Handed to the queue head: wake wrote the lock for it.
-elseif woke then
-  -- An older backend's head was woken: keep the token while the queue lives.
-  redis.call('SET', lk, tok, 'PX', math.max(tomb, redis.call('PTTL', q)))
-elseif tomb > 0 then
-  -- Leave a tombstone, the token alone, so that the next grant issues a
-  -- larger one even if the server clock has not moved past it. Its TTL goes
-  -- to SET as it came (ARGV[2]): a Lua number would be formatted anew.
-  redis.call('SET', lk, tok, 'PX', ARGV[2])
-else
-  redis.call('DEL', lk)
-end
+free_held(lk, v, redis.call('EXISTS', q, w) > 0, ARGV[2], ARGV[3])
 return 1
