@@ -2,12 +2,14 @@ package lockx_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/lockx-go/lockx/internal/suitekit"
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/driver"
 	"github.com/lockx-go/lockx/lockx/memlock"
@@ -41,11 +43,7 @@ func (b *counted) calls() [3]int64 {
 // waitGate waits until n callers wait at key's LocalFirst gate on c.
 func waitGate(t *testing.T, c *lockx.Client, key string, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); lockx.GateQueue(c, key) != n; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d callers at the gate of %q, want %d", lockx.GateQueue(c, key), key, n)
-		}
-	}
+	suitekit.WaitFor(t, fmt.Sprintf("%d callers at the gate of %q", n, key), 5*time.Second, func() bool { return lockx.GateQueue(c, key) == n })
 }
 
 // queueAt starts n LocalFirst acquisitions of key on c, one after another
@@ -135,26 +133,12 @@ func TestLocalPassYieldsToQueuedWaiter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	remoteTok := make(chan lockx.Token, 1)
-	go func() {
-		l, err := remote.Acquire(ctx, "k", lockx.Fair())
-		if err != nil {
-			t.Error(err)
-			remoteTok <- 0
-			return
-		}
-		remoteTok <- l.Token()
-		time.Sleep(10 * time.Millisecond) // the local waiter would take the key now if it could
-		_ = l.Release(ctx)
-	}()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		if info, err := b.Lock(ctx, "k"); err == nil && info.Waiters == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the remote waiter never queued")
-		}
-	}
+	// The local waiter would take the key while the remote one holds it if it could.
+	remoteTok := suitekit.HoldBriefly(ctx, t, remote, "k", 10*time.Millisecond, lockx.Fair())
+	suitekit.WaitFor(t, "the remote waiter queued", 5*time.Second, func() bool {
+		info, err := b.Lock(ctx, "k")
+		return err == nil && info.Waiters == 1
+	})
 	toks, released := queueAt(t, c, "k", 1)
 	defer released()
 	if err := held.Release(ctx); err != nil {

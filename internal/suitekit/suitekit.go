@@ -108,6 +108,36 @@ func ClosedWithin(ch <-chan struct{}, d time.Duration) bool {
 	}
 }
 
+// WaitFor polls cond every millisecond until it holds, and fails t if it
+// does not within d; what names the awaited state in the failure.
+func WaitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", d, what)
+		}
+	}
+}
+
+// HoldBriefly acquires key through c in a goroutine, sends the grant's
+// token on the returned channel (0 after failing t), holds the lock for d
+// and releases it.
+func HoldBriefly(ctx context.Context, t testing.TB, c *lockx.Client, key string, d time.Duration, opts ...lockx.Option) <-chan lockx.Token {
+	tok := make(chan lockx.Token, 1)
+	go func() {
+		l, err := c.Acquire(ctx, key, opts...)
+		if err != nil {
+			t.Error(err)
+			tok <- 0
+			return
+		}
+		tok <- l.Token()
+		time.Sleep(d)
+		_ = l.Release(ctx)
+	}()
+	return tok
+}
+
 // Releasable is what a suite holds: a lock grant or a semaphore permit.
 type Releasable interface {
 	Key() string

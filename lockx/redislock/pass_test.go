@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lockx-go/lockx/internal/suitekit"
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/redislock"
@@ -93,23 +94,11 @@ func TestLocalPassYieldsToQueuedWaiter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	remoteTok := make(chan lockx.Token, 1)
-	go func() {
-		l, err := remote.Acquire(ctx, "yield")
-		if err != nil {
-			t.Error(err)
-			remoteTok <- 0
-			return
-		}
-		remoteTok <- l.Token()
-		time.Sleep(20 * time.Millisecond) // the local waiter would take the key now if it could
-		_ = l.Release(ctx)
-	}()
-	for deadline := time.Now().Add(5 * time.Second); rdb.ZCard(ctx, prefix+"{yield}:q").Val() != 1; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the remote waiter never queued in Redis")
-		}
-	}
+	// The local waiter would take the key while the remote one holds it if it could.
+	remoteTok := suitekit.HoldBriefly(ctx, t, remote, "yield", 20*time.Millisecond)
+	suitekit.WaitFor(t, "the remote waiter queued in Redis", 5*time.Second, func() bool {
+		return rdb.ZCard(ctx, prefix+"{yield}:q").Val() == 1
+	})
 	wait := localChain(t, c, "yield", 1)
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)

@@ -18,7 +18,8 @@ import (
 // Backend is lockx's Redis backend over a redis.UniversalClient: a single
 // node, a Sentinel failover client or a Cluster. It implements
 // lockx.Backend, lockx.Notifier, lockx.BatchExtender,
-// lockx.ExtendPartitioner, lockx.ManyAcquirer and lockx.ManyReleaser.
+// lockx.ExtendPartitioner, lockx.ManyAcquirer, lockx.ManyReleaser and
+// driver.Passer (LocalFirst's local handoff, pass.go).
 // Create it with New; it is safe for concurrent use.
 type Backend struct {
 	rdb redis.UniversalClient

@@ -24,11 +24,12 @@ import (
 // reaches the scripts only through KEYS and ARGV.
 //
 // The scripts of the plain lock (acquire, release, pass, extend, TTL, the
-// wake-up pass-on and AcquireMany) are also one Redis function library (Redis 7.0
-// and later; see library below), called with FCALL where the server has
-// functions: its helpers are defined once, when the library loads, instead
-// of on every call, and read and write the fencing token with Redis's struct
-// library. Both run the same .lua text and so behave the same.
+// wake-up pass-on and AcquireMany) are also one Redis function library
+// (Redis 7.0 and later; see library below), called with FCALL where the
+// server has functions: its helpers are defined once, when the library
+// loads, instead of on every call, and read and write the fencing token
+// with Redis's struct library. Both run the same .lua text and so behave
+// the same.
 //
 //go:embed scripts/*.lua
 var scriptFS embed.FS
