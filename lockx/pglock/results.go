@@ -171,15 +171,22 @@ func (s *ResultStore) SaveResult(ctx context.Context, key string, o driver.Outco
 		won   driver.Outcome
 		saved bool
 	)
-	err = s.withMigration(ctx, func() error {
-		err := s.pool.QueryRow(ctx, s.claimSQL(), []byte(key), raw, retentionMillis(retention)).Scan(&saved)
-		if errors.Is(err, pgx.ErrNoRows) {
-			won, err = s.load(ctx, s.pool, key)
+	// The outcome that won can expire between the upsert and the SELECT:
+	// the upsert is then tried again, as it may now win itself.
+	for range 3 {
+		err = s.withMigration(ctx, func() error {
+			err := s.pool.QueryRow(ctx, s.claimSQL(), []byte(key), raw, retentionMillis(retention)).Scan(&saved)
+			if errors.Is(err, pgx.ErrNoRows) {
+				won, err = s.load(ctx, s.pool, key)
+			}
+			return err
+		})
+		if !errors.Is(err, driver.ErrNoResult) {
+			break
 		}
-		return err
-	})
+	}
 	switch {
-	case errors.Is(err, driver.ErrNoResult): // expired between the two statements: rare, retryable
+	case errors.Is(err, driver.ErrNoResult): // expired between the two statements three times running
 		return driver.Outcome{}, false, driver.Unavailable("save result", errors.New("the stored outcome expired during the save; retry"))
 	case err != nil:
 		return driver.Outcome{}, false, resultFail(ctx, "save result", err)
