@@ -299,11 +299,15 @@ func RunHTTP(t *testing.T, newServer NewServer, newGuards NewGuards) {
 	})
 
 	t.Run("Expiry", func(t *testing.T) {
-		h := start(t, newServer, newGuards, 1, idempotency.WithRetention(300*time.Millisecond))
+		// The replay must land inside the retention: 1.5 s, not less, as two
+		// requests under make test's load took longer than 300 ms.
+		const retention = 1500 * time.Millisecond
+		h := start(t, newServer, newGuards, 1, idempotency.WithRetention(retention))
 		k := newKey()
+		sent := time.Now()
 		first := h.do(0, "POST", "/orders", "alice", "{}", k)
 		wantReplay(t, h.do(0, "POST", "/orders", "alice", "{}", k), first)
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(time.Until(sent.Add(retention + 300*time.Millisecond)))
 		wantFresh(t, h.do(0, "POST", "/orders", "alice", "{}", k), http.StatusCreated)
 	})
 
