@@ -33,18 +33,6 @@ import (
 // entry's expiry, so a waiter that died while queued returns it within its
 // queue TTL.
 
-// semQueuedAt returns the notification count before the decision that
-// queued owner (hex), if this Backend queued it: a notification naming the
-// owner after that may be a grant handed over, which the owner's next
-// attempt confirms first.
-func (b *Backend) semQueuedAt(owner string) (uint64, bool) {
-	v, ok := b.sem.queued.Load(owner)
-	if !ok {
-		return 0, false
-	}
-	return v.(uint64), true
-}
-
 // namedAfter reports whether a notification after seq named owner (or woke
 // every watcher after a reconnection).
 func (r *refusals) namedAfter(owner string, seq uint64) bool {
@@ -53,9 +41,11 @@ func (r *refusals) namedAfter(owner string, seq uint64) bool {
 	return r.reset > seq || r.named[owner].seq > seq
 }
 
-// AcquirePermits implements driver.SemaphoreBackend. A queued owner named in
-// a notification since it queued first confirms a grant handed over to it
-// (one statement, no decision lock); otherwise, or if there was none, the
+// AcquirePermits implements driver.SemaphoreBackend. A queued owner takes a
+// grant handed over to it with its lease started, if a decision of this
+// Backend did so (sem_local.go), without a statement. Otherwise one named
+// in a notification since it queued first confirms a grant handed over to
+// it (one statement, no decision lock); otherwise, or if there was none, the
 // decision is one transaction sent as one pipelined batch: it runs on the
 // server, so the key's decision lock is held for the statements' time only,
 // not across a round trip to the client.
@@ -63,18 +53,23 @@ func (b *Backend) AcquirePermits(ctx context.Context, req driver.PermitRequest) 
 	if err := driver.CheckPermitRequest(req); err != nil {
 		return driver.Result{}, err
 	}
-	ask := refusal{hash: b.hash(req.Key), kind: kindSem, mode: rowPermit, limit: req.Limit, count: req.Count}
+	hash := b.hash(req.Key)
+	owner := hex.EncodeToString([]byte(req.Owner))
+	if tok, left, ok := b.semTake(hash, owner, req.Limit, req.Lease); ok {
+		b.refs.forget(owner)
+		return driver.Result{Acquired: true, Token: driver.Token(tok), TTL: left}, nil
+	}
+	ask := refusal{hash: hash, kind: kindSem, mode: rowPermit, limit: req.Limit, count: req.Count}
 	if res, ok := b.answerLocally(req.Request, ask); ok {
 		return res, nil
 	}
-	owner := hex.EncodeToString([]byte(req.Owner))
-	if at, ok := b.semQueuedAt(owner); ok && b.refs.namedAfter(owner, at) {
+	if at, ok := b.semQueuedAt(hash, owner); ok && b.refs.namedAfter(owner, at) {
 		tok, over, err := b.semConfirm(ctx, req.Key, req.Owner, req.Lease, req.Limit)
 		if err != nil {
 			return driver.Result{}, err
 		}
 		if tok != 0 {
-			b.sem.queued.Delete(owner)
+			b.semForget(hash, owner)
 			b.refs.forget(owner)
 			return driver.Result{Acquired: true, Token: driver.Token(tok), TTL: req.Lease}, nil
 		}
@@ -90,14 +85,16 @@ func (b *Backend) AcquirePermits(ctx context.Context, req driver.PermitRequest) 
 	seq, listening := b.refs.mark(b)
 	var res driver.Result
 	var queued int64
-	hash := b.hash(req.Key)
 	for attempt := 0; ; attempt++ {
 		var over bool
+		var h semHanded
 		err := b.semDecide(ctx, "acquire permits", req.Key, func(batch *pgx.Batch) {
+			local, leases := h.prepare(b, hash)
 			batch.Queue(b.names.expandPattern(sqlPermits), kindSem, hash, []byte(req.Owner), ms(req.Lease), req.Fair,
-				string(b.payload(hash)), req.Count, req.Limit, req.Wait, ms(b.queueTTL(req.QueueTTL)), b.names.channel).QueryRow(func(row pgx.Row) error {
+				string(b.payload(hash)), req.Count, req.Limit, req.Wait, ms(b.queueTTL(req.QueueTTL)), b.names.channel,
+				local, leases).QueryRow(func(row pgx.Row) error {
 				var own, granted, ttl, notified *int64
-				if err := row.Scan(&own, &granted, &ttl, &queued, &notified, &over); err != nil {
+				if err := row.Scan(&own, &granted, &ttl, &queued, &notified, &over, &h.owners, &h.tokens); err != nil {
 					return err
 				}
 				switch {
@@ -114,6 +111,7 @@ func (b *Backend) AcquirePermits(ctx context.Context, req driver.PermitRequest) 
 		if err != nil {
 			return driver.Result{}, err
 		}
+		h.record(b, hash)
 		if !over || attempt > 0 {
 			break
 		}
@@ -129,9 +127,9 @@ func (b *Backend) AcquirePermits(ctx context.Context, req driver.PermitRequest) 
 	}
 	switch {
 	case res.Acquired:
-		b.sem.queued.Delete(owner)
+		b.semForget(hash, owner)
 	case queued > 0:
-		b.sem.queued.Store(owner, seq)
+		b.semQueued(hash, owner, seq, req)
 	}
 	b.noteAnswer(req.Request, ask, res, seq, listening)
 	return res, nil
@@ -180,32 +178,44 @@ func (b *Backend) semHead(batch *pgx.Batch, hash, lock int64) {
 }
 
 // semHandOver grants the queued requests (other than $3's) that fit after
-// the permits in use become the SQL expression used: the prefix of the
-// queue, in order, whose every request fits within its own requester's
-// limit (lim) — a request that does not fit stops the hand-over, so a large
-// request is not overtaken. It defines the CTEs hv (the owners granted, with
-// their new tokens). A handed-over row keeps its queue entry's expiry until
-// its owner confirms it (semConfirm).
-func semHandOver(used string) string {
+// the permits in use become the SQL expression used (NULL: grant none): the
+// prefix of the queue, in order, whose every request fits within its own
+// requester's limit (lim) — a request that does not fit stops the
+// hand-over, so a large request is not overtaken. It defines the CTEs hv
+// (the owners granted, with their new tokens and whether their lease
+// started). A handed-over row keeps its queue entry's expiry until its
+// owner confirms it (semConfirm), unless its owner is one of the parameter
+// local (bytea[]), this Backend's own waiters, whose leases in ms are
+// leases (int8[]): their lease starts at once (sem_local.go).
+func semHandOver(used, local, leases string) string {
 	return `hg AS (SELECT owner, count, expires, seq FROM (
 			SELECT owner, count, expires, seq, bool_and(` + used + ` + run <= lim) OVER (ORDER BY seq) AS fits
 			FROM (SELECT owner, count, expires, seq, lim, sum(count) OVER (ORDER BY seq) AS run
-				FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner <> $3) r) f
+				FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner <> $3 AND ` + used + ` IS NOT NULL) r) f
 		WHERE fits ORDER BY seq LIMIT ` + strconv.Itoa(maxWakeNames) + `),
 	hv AS (INSERT INTO {pheld} (kind, hash, owner, mode, count, token, expires)
-		SELECT $1, $2, owner, 3, count, {fence}, expires FROM (SELECT * FROM hg ORDER BY seq) o
-		ON CONFLICT DO NOTHING RETURNING owner),
-	hq AS (DELETE FROM {pqueue} q USING hv WHERE q.kind = $1 AND q.hash = $2 AND q.owner = hv.owner)`
+		SELECT $1, $2, owner, 3, count, {fence}, coalesce(clock_timestamp() + (SELECT l.lease FROM unnest(` + local + `, ` + leases + `) l (owner, lease)
+			WHERE l.owner = o.owner LIMIT 1) * interval '1 millisecond', expires) FROM (SELECT * FROM hg ORDER BY seq) o
+		ON CONFLICT DO NOTHING RETURNING owner, token, coalesce(owner = ANY (` + local + `), false) AS started),
+	hq AS (DELETE FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner = ANY (ARRAY(SELECT owner FROM hv)))`
 }
 
+// semStartedCols are the owners and tokens of the grants a hand-over
+// (semHandOver) started the lease of, in token order.
+const semStartedCols = `(SELECT array_agg(owner ORDER BY token) FROM hv WHERE started),
+		(SELECT array_agg(token ORDER BY token) FROM hv WHERE started)`
+
 // semHandOverPayload is the NOTIFY payload after a hand-over: the owners
-// granted; if none, the queue's head if its limit is unknown (a row queued
-// before limits were stored), so that it decides for itself; every watcher
-// if nobody is queued (waiters that do not queue); NULL: nobody. $p is the
-// payload "<hash>".
+// granted, but for those whose lease it started (this Backend's waiters,
+// woken by semStarted), and NULL if it started every grant's; if none, the
+// queue's head if its limit is unknown (a row queued before limits were
+// stored), so that it decides for itself; every watcher if nobody is
+// queued (waiters that do not queue); NULL: nobody. $p is the payload
+// "<hash>".
 func semHandOverPayload(p string) string {
 	return `(SELECT CASE
-		WHEN EXISTS (SELECT 1 FROM hv) THEN ` + p + ` || ' ' || (SELECT string_agg(encode(owner, 'hex'), ' ') FROM hv)
+		WHEN EXISTS (SELECT 1 FROM hv WHERE NOT started) THEN ` + p + ` || ' ' || (SELECT string_agg(encode(owner, 'hex'), ' ') FROM hv WHERE NOT started)
+		WHEN EXISTS (SELECT 1 FROM hv) THEN NULL
 		WHEN NOT EXISTS (SELECT 1 FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner <> $3) THEN ` + p + `
 		ELSE (SELECT CASE WHEN lim = 0 THEN ` + p + ` || ' ' || encode(owner, 'hex') END FROM {pqueue}
 			WHERE kind = $1 AND hash = $2 AND owner <> $3 ORDER BY seq LIMIT 1) END)`
@@ -221,10 +231,11 @@ func semHandOverPayload(p string) string {
 // (if $5, fair) those asked for by the requests queued ahead of $3, plus $7
 // fit in the limit $8; a refused request with $9 (wait) is queued with its
 // limit, or refreshes its place, for $10 ms; a grant with permits to spare
-// hands them over to the queue (semHandOver). $4 lease ms, $6 "<hash>", $11
-// the channel. Returns the holder's token (repeat), the new token (grant),
-// the earliest lease's remaining ms, whether it queued, whether it
-// notified, and over.
+// hands them over to the queue (semHandOver, $12 and $13 this Backend's
+// waiters and their leases). $4 lease ms, $6 "<hash>", $11 the channel.
+// Returns the holder's token (repeat), the new token (grant), the earliest
+// lease's remaining ms, whether it queued, whether it notified, over, and
+// the grants handed over with their lease started (semStartedCols).
 var sqlPermits = `WITH u AS (SELECT coalesce(sum(count), 0)::int8 AS used FROM {pheld} WHERE kind = $1::int2 AND hash = $2::int8),
 	own AS (
 		UPDATE {pheld} SET expires = clock_timestamp() + $4::int8 * interval '1 millisecond'
@@ -246,25 +257,29 @@ var sqlPermits = `WITH u AS (SELECT coalesce(sum(count), 0)::int8 AS used FROM {
 		ON CONFLICT (kind, hash, owner) DO UPDATE SET mode = EXCLUDED.mode, count = EXCLUDED.count, expires = EXCLUDED.expires, lim = EXCLUDED.lim
 		RETURNING 1),
 	deq AS (DELETE FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner = $3 AND (SELECT ok FROM d) RETURNING 1),
-	` + semHandOver("(SELECT used + $7 FROM d WHERE ok)") + `
+	` + semHandOver("(SELECT used + $7 FROM d WHERE ok)", "$12::bytea[]", "$13::int8[]") + `
 	SELECT (SELECT token FROM own), (SELECT token FROM ins), d.ttl, (SELECT count(*) FROM enq),
 		CASE WHEN EXISTS (SELECT 1 FROM hv) THEN
-			(SELECT length(pg_notify($11::text, w.p)::text) FROM (SELECT ` + semHandOverPayload("$6::text") + ` AS p) w)
+			(SELECT length(pg_notify($11::text, w.p)::text) FROM (SELECT ` + semHandOverPayload("$6::text") + ` AS p) w WHERE w.p IS NOT NULL)
 		END::int8,
-		NOT EXISTS (SELECT 1 FROM own) AND EXISTS (SELECT 1 FROM {pheld} WHERE kind = $1 AND hash = $2 AND owner = $3 AND mode = 3)
+		NOT EXISTS (SELECT 1 FROM own) AND EXISTS (SELECT 1 FROM {pheld} WHERE kind = $1 AND hash = $2 AND owner = $3 AND mode = 3),
+		` + semStartedCols + `
 	FROM d`
 
 // sqlReleasePermits returns owner $3's permits and withdraws it from the
 // queue, hands the permits now free over to the queue (semHandOver), and
 // notifies (semHandOverPayload) if anything changed. $4 the channel, $5
-// "<hash>". Returns how many holds were released.
+// "<hash>", $6 and $7 this Backend's waiters and their leases. Returns how
+// many holds were released, whether it notified, and the grants handed
+// over with their lease started (semStartedCols).
 var sqlReleasePermits = `WITH d AS (DELETE FROM {pheld} WHERE kind = $1 AND hash = $2 AND owner = $3 AND mode = 3 RETURNING count),
 	q AS (DELETE FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner = $3 RETURNING 1),
-	` + semHandOver(`((SELECT coalesce(sum(count), 0) FROM {pheld} WHERE kind = $1 AND hash = $2) - (SELECT coalesce(sum(count), 0) FROM d))`) + `
+	` + semHandOver(`((SELECT coalesce(sum(count), 0) FROM {pheld} WHERE kind = $1 AND hash = $2) - (SELECT coalesce(sum(count), 0) FROM d))`, "$6::bytea[]", "$7::int8[]") + `
 	SELECT (SELECT count(*) FROM d),
 		CASE WHEN EXISTS (SELECT 1 FROM d) OR EXISTS (SELECT 1 FROM q) THEN
 			(SELECT length(pg_notify($4::text, w.p)::text) FROM (SELECT ` + semHandOverPayload("$5::text") + ` AS p) w WHERE w.p IS NOT NULL)
-		END::int8`
+		END::int8,
+		` + semStartedCols
 
 // ExtendPermits implements driver.SemaphoreBackend.
 func (b *Backend) ExtendPermits(ctx context.Context, key string, owner driver.Owner, lease time.Duration) error {
@@ -275,19 +290,23 @@ func (b *Backend) ExtendPermits(ctx context.Context, key string, owner driver.Ow
 // implicit transaction). It hands the permits it frees over to the queue.
 func (b *Backend) ReleasePermits(ctx context.Context, key string, owner driver.Owner) error {
 	ownerHex := hex.EncodeToString([]byte(owner))
-	b.refs.forget(ownerHex)
-	b.sem.queued.Delete(ownerHex)
-	var held int64
 	hash := b.hash(key)
+	b.refs.forget(ownerHex)
+	b.semForget(hash, ownerHex)
+	var held int64
+	var h semHanded
 	err := b.semDecide(ctx, "release permits", key, func(batch *pgx.Batch) {
-		batch.Queue(b.names.expandPattern(sqlReleasePermits), kindSem, hash, []byte(owner), b.names.channel, string(b.payload(hash))).QueryRow(func(row pgx.Row) error {
+		local, leases := h.prepare(b, hash)
+		batch.Queue(b.names.expandPattern(sqlReleasePermits), kindSem, hash, []byte(owner), b.names.channel, string(b.payload(hash)),
+			local, leases).QueryRow(func(row pgx.Row) error {
 			var n *int64
-			return row.Scan(&held, &n)
+			return row.Scan(&held, &n, &h.owners, &h.tokens)
 		})
 	})
 	if err != nil {
 		return err
 	}
+	h.record(b, hash)
 	if held == 0 {
 		return driver.ErrNotHeld
 	}

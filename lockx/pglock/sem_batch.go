@@ -30,12 +30,11 @@ const semInFlight = 2
 
 // semState is a Backend's semaphore bookkeeping.
 type semState struct {
-	// queued holds, per owner (hex), the notification count before the
-	// decision that queued it (sem.go).
-	queued sync.Map
-
 	mu   sync.Mutex
 	keys map[string]*semKey
+	// waits holds this Backend's queued owners, per key hash and owner
+	// (hex) (sem_local.go).
+	waits map[int64]map[string]*semWait
 }
 
 // semKey is the combined decisions of one key: busy while a transaction is

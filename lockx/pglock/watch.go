@@ -139,20 +139,20 @@ func (b *Backend) dispatch(payload string) {
 	if err != nil {
 		return
 	}
-	var named []string
-	if head != "" {
-		named = strings.Fields(head)
-	}
+	b.wakeNamed(hash, strings.Fields(head))
+}
+
+// wakeNamed records a notification on hash naming owners (hex), or every
+// watcher of the key if there are none, and wakes their watchers.
+func (b *Backend) wakeNamed(hash int64, named []string) {
 	b.refs.noted(hash, named) // before the wake-ups, which the retries follow
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if head == "" {
+	if len(named) == 0 {
 		b.wakeLocked(hash, "")
 		return
 	}
-	for o := range strings.SplitSeq(head, " ") {
-		if o != "" {
-			b.wakeLocked(hash, o)
-		}
+	for _, o := range named {
+		b.wakeLocked(hash, o)
 	}
 }
