@@ -185,46 +185,7 @@ func benchUncontended(b *testing.B, e *env, sessions, goroutines int) {
 func BenchmarkHotKey(b *testing.B) {
 	const clients = 16
 	e := newEnv(b, 4*clients)
-	run := func(b *testing.B, acquire func(i int) (release func())) {
-		var mu sync.Mutex
-		last := -1
-		var handoffs int
-		var waits []time.Duration
-		var n atomic.Int64
-		var wg sync.WaitGroup
-		cpu := e.cpuMark(b)
-		start := time.Now()
-		for i := 0; i < clients; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for n.Add(1) <= int64(b.N) {
-					t0 := time.Now()
-					release := acquire(i)
-					if release == nil {
-						return
-					}
-					mu.Lock()
-					if last != i {
-						handoffs++
-						waits = append(waits, time.Since(t0))
-					}
-					last = i
-					mu.Unlock()
-					release()
-				}
-			}()
-		}
-		wg.Wait()
-		el := time.Since(start)
-		slices.Sort(waits)
-		b.ReportMetric(float64(handoffs)/el.Seconds(), "handoffs/s")
-		e.reportCPU(b, cpu, b.N)
-		if len(waits) > 0 {
-			b.ReportMetric(float64(waits[len(waits)/2].Microseconds())/1000, "p50-ms")
-			b.ReportMetric(float64(waits[len(waits)*99/100].Microseconds())/1000, "p99-ms")
-		}
-	}
+	run := func(b *testing.B, acquire func(i int) (release func())) { handoffRun(b, e, clients, acquire) }
 	if err := pglock.Migrate(context.Background(), e.pool, pglock.WithSchema(e.schema)); err != nil {
 		b.Fatal(err)
 	}
@@ -412,5 +373,50 @@ SELECT g.token, CASE WHEN g.token IS NULL THEN (SELECT 0::int8 FROM ` + schema +
 				return func() { _ = l.Release(context.Background()) }
 			})
 		})
+	}
+}
+
+// handoffRun runs b.N grants of one key among clients goroutines: acquire
+// grants goroutine i the key and returns its release (nil: stop). It
+// reports the handoffs per second (grants to another goroutine than the
+// one granted last), the CPU per grant and the handed-to goroutines' wait.
+func handoffRun(b *testing.B, e *env, clients int, acquire func(i int) (release func())) {
+	var mu sync.Mutex
+	last := -1
+	var handoffs int
+	var waits []time.Duration
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	cpu := e.cpuMark(b)
+	start := time.Now()
+	for i := 0; i < clients; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n.Add(1) <= int64(b.N) {
+				t0 := time.Now()
+				release := acquire(i)
+				if release == nil {
+					return
+				}
+				mu.Lock()
+				if last != i {
+					handoffs++
+					waits = append(waits, time.Since(t0))
+				}
+				last = i
+				mu.Unlock()
+				release()
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	slices.Sort(waits)
+	b.ReportMetric(float64(handoffs)/el.Seconds(), "handoffs/s")
+	e.reportCPU(b, cpu, b.N)
+	if len(waits) > 0 {
+		b.ReportMetric(float64(waits[len(waits)/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(waits[len(waits)*99/100].Microseconds())/1000, "p99-ms")
 	}
 }

@@ -2,10 +2,8 @@ package pglock_test
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -63,45 +61,24 @@ func BenchmarkSemaphore(b *testing.B) {
 	}
 	defer pool.Close()
 	run := func(b *testing.B, acquire func(ctx context.Context) (release func(context.Context) error, err error)) {
-		var mu sync.Mutex
-		last, handoffs := -1, 0
-		var n atomic.Int64
-		var wg sync.WaitGroup
 		ctx := context.Background()
-		cpu := e.cpuMark(b)
 		stmts, trips := counter.stmts.Load(), counter.trips.Load()
 		b.ResetTimer()
-		start := time.Now()
-		for i := 0; i < goroutines; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for n.Add(1) <= int64(b.N) {
-					release, err := acquire(ctx)
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					mu.Lock()
-					if last != i {
-						handoffs++
-					}
-					last = i
-					mu.Unlock()
-					if err := release(ctx); err != nil {
-						b.Error(err)
-						return
-					}
+		handoffRun(b, e, goroutines, func(int) func() {
+			release, err := acquire(ctx)
+			if err != nil {
+				b.Error(err)
+				return nil
+			}
+			return func() {
+				if err := release(ctx); err != nil {
+					b.Error(err)
 				}
-			}()
-		}
-		wg.Wait()
-		el := time.Since(start)
+			}
+		})
 		b.StopTimer()
-		b.ReportMetric(float64(handoffs)/el.Seconds(), "handoffs/s")
 		b.ReportMetric(float64(counter.stmts.Load()-stmts)/float64(b.N), "stmts/op")
 		b.ReportMetric(float64(counter.trips.Load()-trips)/float64(b.N), "trips/op")
-		e.reportCPU(b, cpu, b.N)
 	}
 	client := func(b *testing.B) *lockx.Client {
 		be := pglock.New(pool, pglock.WithSchema(e.schema))
