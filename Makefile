@@ -25,7 +25,7 @@ test: services
 	LOCKX_TEST_CLOCK_OFFSET=+400d $(GO) test -race -count=1 -timeout 3m -skip '^TestFleet' ./patterns/cronguard/... ./cmd/lockx/
 	cd lockx/etcdlock && $(GO) test -race -count=1 -timeout 5m ./...
 	$(GO) test -race -count=1 -timeout 3m -tags browser -run PageInBrowser ./examples/seckill/shop/
-	LOCKX_FUZZTIME=3s $(GO) test -race -count=1 -timeout 5m -run '^TestFaultFuzz$$' ./faults/
+	LOCKX_FUZZTIME=2s $(GO) test -race -count=1 -timeout 5m -run '^TestFaultFuzz$$' ./faults/
 
 ## services: install/start Redis, PostgreSQL and MariaDB as needed.
 services:
