@@ -41,11 +41,12 @@ func (b *Backend) Locks(ctx context.Context, prefix string, fn func(driver.LockI
 	}
 	if b.cfg.publishDelay > 0 {
 		var young bool
+		sent := time.Now()
 		if err := b.pool.QueryRow(ctx, b.names.expand(sqlUnpublished)).Scan(&young); err != nil && !isMissingSchema(err) {
 			return backendkit.Unavailable("locks", err)
 		}
 		if young {
-			t := time.NewTimer(b.publishWindow())
+			t := time.NewTimer(b.lookWindow(time.Since(sent)))
 			select {
 			case <-ctx.Done():
 				t.Stop()

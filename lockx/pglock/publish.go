@@ -96,6 +96,12 @@ func (b *Backend) publishWindow() time.Duration { return 2*b.cfg.publishDelay + 
 // millisecond and the window stays publishWindow.
 const loadAllowance = 4
 
+// lookWindow is publishWindow grown by loadAllowance times rtt, the slowest
+// round trip of the reader's own checks so far.
+func (b *Backend) lookWindow(rtt time.Duration) time.Duration {
+	return b.publishWindow() + loadAllowance*rtt
+}
+
 // lookAgain runs a check through the lock table (try) that found no row for
 // hash again, for as long as the key is held by a hold too young to have
 // written its row (sqlYoung, asked on the key's holder session), and at
@@ -115,7 +121,7 @@ func (b *Backend) lookAgain(ctx context.Context, opName string, hash int64, try 
 		sent := time.Now()
 		r, err := b.remoteCall(ctx, opName, hash, stYoung, [][]byte{i8(hash)})
 		now := time.Now()
-		if d := start.Add(b.publishWindow() + loadAllowance*now.Sub(sent)); d.After(deadline) {
+		if d := start.Add(b.lookWindow(now.Sub(sent))); d.After(deadline) {
 			deadline = d
 		}
 		switch {
