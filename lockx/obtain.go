@@ -16,9 +16,12 @@ import (
 // nothing for wake-ups. Once refused, the waiter registers for its wake-up
 // (a Notifier backend) and tries again at once: a release between the two
 // attempts finds the second one, a release after it finds the
-// registration. From then on each attempt is watched, and a refused one is
-// followed by a pause until a wake-up, the backoff timer, ctx's end, the
-// wait budget or the Client's Close.
+// registration. A refusal that says the backend queued the request and
+// owes its wake-ups to a later watch (driver.Result.Queued) skips that
+// second attempt: the waiter registers and waits. From then on each
+// attempt is watched, and a refused one is followed by a pause until a
+// wake-up, the backoff timer, ctx's end, the wait budget or the Client's
+// Close.
 func (a *acquisition) obtain(ctx context.Context) error {
 	a.bo = newBackoff(a.cfg.minBackoff, a.cfg.maxBackoff)
 	// Pattern holds may queue whatever driver.Request.Fair says, and a
@@ -37,8 +40,14 @@ func (a *acquisition) obtain(ctx context.Context) error {
 		}
 		if !a.watching && a.c.notifier != nil {
 			a.watching = true
-			if err == nil {
+			if err == nil && !res.Queued {
 				continue // the second attempt, at once
+			}
+			if err == nil {
+				// The backend queued the request and owes its wake-ups to a
+				// watch registered now (driver.Result.Queued): no second
+				// attempt, which on a hot key is a round trip per handoff.
+				a.watch(ctx)
 			}
 		}
 		if err := a.pause(ctx, res, err); err != nil {

@@ -79,6 +79,14 @@ type Result struct {
 	// (TokenSigner), from a backend that is a service signing its grants
 	// (lockxd with a signing key, through lockx/httplock); "" otherwise.
 	Signature string
+	// Queued, on a refusal of a waiting attempt, promises that the attempt
+	// left the request queued at the backend and that every wake-up owed to
+	// it from then on (a handoff, a release) reaches a Notifier watch the
+	// caller registers after this reply. The caller then waits at once,
+	// instead of registering and trying again to cover a release between
+	// the refusal and the watch. A backend that cannot promise it leaves it
+	// false.
+	Queued bool
 }
 
 // Notifier is implemented by backends that wake waiters when a key is

@@ -53,13 +53,27 @@ type waitRec struct {
 	// A semaphore waiter's: the limit of its refused attempt, which its
 	// queue entry carries and a release hands it permits under.
 	limit int64
+	// The subscription's epoch when the refused attempt was sent
+	// (notifier.epoch): a Watch registered in a later epoch may have missed
+	// a message published while the subscription was down.
+	epoch uint64
+	// early: a message named this waiter while no refusal of it was
+	// recorded (it overtook the reply of the attempt that queued it). It is
+	// never taken as a grant: the refusal turns it into wake.
+	early bool
+	// wake: a Watch registered for this waiter fires at once, because a
+	// message for it came before its refusal was recorded.
+	wake bool
 }
 
-// refused records that a fair waiting attempt sent at sent was refused. Any
-// handoff recorded before is dropped: a refusal after it means the grant is
-// gone, or that the message overtook the refusal's reply, when dropping it
-// only costs a round trip.
-func (n *notifier) refused(lk, owner string, sent time.Time, lease, qttl time.Duration) {
+// refused records that a fair waiting attempt sent at sent, in subscription
+// epoch epoch, was refused. Any handoff recorded before is dropped: a
+// refusal after it means the grant is gone, or that the message overtook
+// the refusal's reply. Either way the waiter's next Watch fires at once
+// (wake), so that dropping it costs one round trip, never a lost wake-up:
+// the attempt that queued a waiter may have been its first, sent before it
+// watched (driver.Result.Queued).
+func (n *notifier) refused(lk, owner string, sent time.Time, lease, qttl time.Duration, epoch uint64) {
 	now := time.Now()
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -77,16 +91,34 @@ func (n *notifier) refused(lk, owner string, sent time.Time, lease, qttl time.Du
 		n.waits[k] = r
 	}
 	// Useful while the queue entry lives, and then for one lease.
-	*r = waitRec{sent: sent, expire: now.Add(qttl + lease)}
+	*r = waitRec{sent: sent, expire: now.Add(qttl + lease), epoch: epoch, wake: r.tok > 0 || r.early}
 }
 
-// handedOff records a handoff message for (lk, owner) if that owner waits
-// here. Callers hold n.mu.
-func (n *notifier) handedOff(lk, owner string, tok driver.Token, lease time.Duration) {
-	r := n.waits[waitKey{lk, owner}]
+// named records that a message named owner as the waiter of lk: a handoff
+// (tok > 0) or a wake-up. A waiter with no refusal recorded gets an early
+// mark (see waitRec), which lives for earlyFor. Callers hold n.mu.
+func (n *notifier) named(lk, owner string, tok driver.Token, lease time.Duration) {
+	k := waitKey{lk, owner}
+	r := n.waits[k]
 	if r == nil {
-		return // withdrawn (its release frees the lock) or never refused here
+		if n.waits == nil {
+			n.waits = make(map[waitKey]*waitRec)
+		}
+		n.waits[k] = &waitRec{early: true, expire: time.Now().Add(earlyFor)}
+		return
 	}
+	if tok > 0 && !r.early {
+		n.handedOff(r, tok, lease)
+	}
+}
+
+// earlyFor is how long an early mark waits for the refusal it overtook: a
+// reply that comes later than this has been retried anyway.
+const earlyFor = 10 * time.Second
+
+// handedOff records a handoff message in r, the record of a waiter whose
+// refusal is recorded. Callers hold n.mu.
+func (n *notifier) handedOff(r *waitRec, tok driver.Token, lease time.Duration) {
 	r.tok, r.lease = tok, lease
 	if e := time.Now().Add(lease); e.Before(r.expire) {
 		r.expire = e // the TTL it yields is negative after that anyway
@@ -103,7 +135,7 @@ func (n *notifier) takeHandoff(lk, owner string, lease time.Duration, renewed bo
 	defer n.mu.Unlock()
 	k := waitKey{lk, owner}
 	r := n.waits[k]
-	if r == nil || r.tok <= 0 {
+	if r == nil || r.tok <= 0 || r.early {
 		return driver.Result{}, false // no handoff (yet): keep the refusal
 	}
 	delete(n.waits, k)
@@ -143,7 +175,7 @@ func (n *notifier) sweep(now time.Time) {
 // refusedPermits is refused for a semaphore's waiter (rec a permitRecord)
 // whose queue entry now carries limit.
 func (n *notifier) refusedPermits(rec, owner string, sent time.Time, lease, qttl time.Duration, limit int64) {
-	n.refused(rec, owner, sent, lease, qttl)
+	n.refused(rec, owner, sent, lease, qttl, 0)
 	n.mu.Lock()
 	if r := n.waits[waitKey{rec, owner}]; r != nil {
 		r.limit = limit

@@ -290,3 +290,64 @@ func TestFairHandoffFullLeaseWithoutRenewal(t *testing.T) {
 	}
 	_ = waiter.Release(ctx, key, "head")
 }
+
+// A waiter of a Client whose subscription is up is queued by its first
+// attempt and waits without a second one (driver.Result.Queued): handed the
+// lock by the release, it has made one round trip in all.
+func TestQueuedWaiterOneRoundTrip(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	prefix := testPrefix()
+	hrdb := redis.NewClient(&redis.Options{Addr: addr})
+	wrdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = hrdb.Close(); _ = wrdb.Close() })
+	hook := &countHook{}
+	wrdb.AddHook(hook)
+	wb := redislock.New(wrdb, redislock.WithPrefix(prefix))
+	hc, wc := lockx.New(redislock.New(hrdb, redislock.WithPrefix(prefix))), lockx.New(wb)
+	t.Cleanup(func() { _ = hc.Close(); _ = wc.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// Start the waiter's subscription, and load the scripts.
+	_, stop, err := wb.Watch(ctx, "warm", lockx.NewOwner())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	for _, c := range []*lockx.Client{hc, wc} {
+		if l, err := c.Acquire(ctx, "warm"); err != nil || l.Release(ctx) != nil {
+			t.Fatal("warm-up:", err)
+		}
+	}
+	for range 3 {
+		held, err := hc.Acquire(ctx, "k", lockx.WithLease(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := hook.n.Load()
+		got := make(chan error, 1)
+		var trips int64
+		go func() {
+			l, err := wc.Acquire(ctx, "k", lockx.WithLease(5*time.Second))
+			trips = hook.n.Load() - base
+			if err == nil {
+				err = l.Release(ctx)
+			}
+			got <- err
+		}()
+		for !redislock.Watching(wb, "k") {
+			if ctx.Err() != nil {
+				t.Fatal("the waiter never watched")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+		if trips != 1 {
+			t.Fatalf("the waiter made %d round trips until its grant, want 1 (its queueing attempt)", trips)
+		}
+	}
+}

@@ -153,3 +153,95 @@ func TestQuorumNodesRace(t *testing.T) {
 		_ = rdb.Del(ctx, lk, qk)
 	}
 }
+
+// subscribed returns a Backend of the machine's Redis whose subscription is
+// confirmed, closed at cleanup, and a context for the test.
+func subscribed(t *testing.T) (*Backend, context.Context) {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: testenv.RedisAddr(t)})
+	t.Cleanup(func() { _ = rdb.Close() })
+	b := New(rdb)
+	t.Cleanup(func() { _ = b.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	_, stop, err := b.Watch(ctx, "warm", lockx.NewOwner())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	return b, ctx
+}
+
+// A message that names a waiter before its refusal is recorded (it overtook
+// the reply of the attempt that queued the waiter) is not taken as a grant,
+// but fires the waiter's Watch at once, so that it asks the server.
+func TestEarlyMessageFiresWatch(t *testing.T) {
+	b, ctx := subscribed(t)
+	owner := lockx.NewOwner()
+	lk, enc := b.lockKey("k"), encodeOwner(owner)
+	epoch := b.n.queued()
+	if epoch == 0 {
+		t.Fatal("subscription confirmed, but queued() = 0")
+	}
+	sent := time.Now()
+	b.n.mu.Lock()
+	b.n.named(lk, enc, 42, 5*time.Second) // the handoff, before the reply
+	b.n.mu.Unlock()
+	b.n.refused(lk, enc, sent, 5*time.Second, 5*time.Second, epoch)
+	if _, ok := b.n.takeHandoff(lk, enc, 5*time.Second, true); ok {
+		t.Fatal("an early message was taken as a grant")
+	}
+	// Its Watch fires at once.
+	owner2 := lockx.NewOwner()
+	enc2 := encodeOwner(owner2)
+	b.n.mu.Lock()
+	b.n.named(lk, enc2, 43, 5*time.Second)
+	b.n.mu.Unlock()
+	b.n.refused(lk, enc2, sent, 5*time.Second, 5*time.Second, epoch)
+	wake2, stop2, err := b.Watch(ctx, "k", owner2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop2()
+	select {
+	case <-wake2:
+	default:
+		t.Fatal("the Watch of a waiter whose message came before its refusal did not fire at once")
+	}
+}
+
+// A Watch registered after the subscription was lost or renewed, since the
+// attempt that queued its waiter was sent, fires at once: messages may have
+// been lost in between. One in the same epoch does not.
+func TestWatchAfterLostSubscriptionFires(t *testing.T) {
+	b, ctx := subscribed(t)
+	lk := b.lockKey("k")
+	quiet, lost := lockx.NewOwner(), lockx.NewOwner()
+	epoch := b.n.queued()
+	b.n.refused(lk, encodeOwner(quiet), time.Now(), time.Second, time.Second, epoch)
+	w1, stop1, err := b.Watch(ctx, "k", quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop1()
+	select {
+	case <-w1:
+		t.Fatal("a Watch in the attempt's epoch fired at once")
+	default:
+	}
+	b.n.refused(lk, encodeOwner(lost), time.Now(), time.Second, time.Second, epoch)
+	b.n.lost()
+	if b.n.queued() != 0 {
+		t.Fatal("queued() promises wake-ups while the subscription is down")
+	}
+	w2, stop2, err := b.Watch(ctx, "k", lost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop2()
+	select {
+	case <-w2:
+	default:
+		t.Fatal("a Watch after the subscription was lost did not fire at once")
+	}
+}

@@ -56,6 +56,12 @@ type notifier struct {
 	watchers backendkit.Registry[string, string] // by lock key; X: the owner encoded as the lock scripts store it
 	waits    map[waitKey]*waitRec                // fair waiters' refusals and handoffs (handoff.go)
 	swept    time.Time                           // last sweep of waits
+	// up: the subscription is confirmed and no loss of its connection has
+	// been seen since. epoch counts confirmations and losses, so that a
+	// waiter can tell whether one came between its attempt and its Watch
+	// (waitRec.epoch); 0 before the first confirmation.
+	up    bool
+	epoch uint64
 }
 
 func (n *notifier) init(b *Backend) {
@@ -87,6 +93,7 @@ func (b *Backend) Watch(ctx context.Context, key string, owner driver.Owner) (<-
 	}
 	w := n.watchers.Add(lk, owner)
 	w.X = encodeOwner(owner)
+	n.caughtUp(lk, w)
 	ready, readyBy := n.ready, n.readyBy
 	n.mu.Unlock()
 
@@ -117,6 +124,45 @@ func (b *Backend) Watch(ctx context.Context, key string, owner driver.Owner) (<-
 	return w.C(), cancel, nil
 }
 
+// caughtUp wakes w, just registered for lk, at once if its waiter may have
+// missed a message between its refused attempt and this registration: one
+// came before the refusal was recorded (a handoff or a wake), or the
+// subscription was lost or renewed since the attempt was sent. Callers hold
+// n.mu.
+func (n *notifier) caughtUp(lk string, w *backendkit.Watcher[string]) {
+	r := n.waits[waitKey{lk, w.X}]
+	if r == nil {
+		return
+	}
+	if (r.tok > 0 && !r.early) || r.wake || (r.epoch != 0 && r.epoch != n.epoch) {
+		r.wake = false
+		w.Wake()
+	}
+}
+
+// queued returns the subscription's epoch if it is up, else 0: an attempt
+// sent in a non-zero epoch may promise its waiter's wake-ups to a later
+// Watch (driver.Result.Queued).
+func (n *notifier) queued() uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.up {
+		return 0
+	}
+	return n.epoch
+}
+
+// lost records that the subscription's connection failed or is being
+// replaced: messages may be lost until the next confirmation.
+func (n *notifier) lost() {
+	n.mu.Lock()
+	if n.up {
+		n.up = false
+		n.epoch++
+	}
+	n.mu.Unlock()
+}
+
 // loop is the dispatcher: it owns the subscription, reads it, routes
 // messages and keeps the connection healthy. It ends when close is called.
 func (n *notifier) loop() {
@@ -138,6 +184,7 @@ func (n *notifier) loop() {
 				_ = ps.Ping(ctx)
 			case isTimeout(err):
 				// A silent connection that does not answer a ping: replace it.
+				n.lost()
 				_ = ps.Close()
 				if ps = n.open(); ps == nil {
 					return
@@ -146,6 +193,7 @@ func (n *notifier) loop() {
 			default:
 				// Connection lost: the next Receive reconnects and
 				// resubscribes; its confirmation wakes every watcher.
+				n.lost()
 				pinged = false
 				if !n.sleep(delay) {
 					return
@@ -206,6 +254,8 @@ func (n *notifier) subscribed() {
 	default:
 		close(n.ready)
 	}
+	n.up = true
+	n.epoch++
 	n.wakeAll()
 }
 
@@ -245,12 +295,12 @@ func (n *notifier) dispatch(p string) (passOn string) {
 	lk := p[i+1+ln:]
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if tok > 0 && owner != "" {
+	if owner != "" {
 		rec := lk
 		if permits {
 			rec = permitRecord(lk)
 		}
-		n.handedOff(rec, owner, tok, lease)
+		n.named(rec, owner, tok, lease)
 	}
 	if owner == "" {
 		// The longest-waiting watcher goes first (plain waiters are not

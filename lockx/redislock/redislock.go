@@ -171,6 +171,10 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Resul
 			return res, nil
 		}
 	}
+	var epoch uint64 // non-zero: the refusal may promise the wake-ups to a later Watch
+	if fairWait {
+		epoch = b.n.queued()
+	}
 	sent := time.Now()
 	if req.Wait && !fair && b.n.othersWaiting(c.lk, req.Owner) {
 		flags |= 4
@@ -199,9 +203,13 @@ func (b *Backend) Acquire(ctx context.Context, req driver.Request) (driver.Resul
 		return driver.Result{Acquired: true, Token: driver.Token(v), TTL: req.Lease}, nil
 	}
 	if fairWait {
-		b.n.refused(c.lk, c.owner, sent, req.Lease, qttl)
+		b.n.refused(c.lk, c.owner, sent, req.Lease, qttl, epoch)
 	}
-	return driver.Result{TTL: time.Duration(-1-v) * time.Millisecond}, nil
+	// A fair waiter's refusal queued it, and the release that reaches it
+	// publishes to this backend's channel, confirmed before the attempt was
+	// sent; a message that beats the reply, or a subscription lost since,
+	// fires the Watch at once (notifier.caughtUp).
+	return driver.Result{TTL: time.Duration(-1-v) * time.Millisecond, Queued: epoch != 0}, nil
 }
 
 // acked runs the script s, a grant to owner of key (acquire or pass), and
