@@ -97,7 +97,7 @@ var sections = []section{
 	{
 		key:   memSection,
 		title: "Redis memory per held lock",
-		intro: "INFO memory used_memory before and after holding 100,000 locks (keys order:N, each library naming them its way: lockx adds its default prefix, lockx:{order:N}), divided by the locks; everything the library keeps in Redis per lock, including lockx's fence state. The second raw row uses lockx's key names, to separate the cost of the longer name from the cost of the data structure. Measured in the first run only (it does not vary).",
+		intro: "Redis's data memory (INFO memory used_memory less mem_clients_normal, the connections' query and output buffers, which follow how commands are batched and not the keys held) while holding 100,000 locks, less the same reading once they are released and the keyspace flushed (same connections; every case pays for its hash-table buckets), with keys order:N, each library naming them its way (lockx adds its default prefix, lockx:{order:N}), divided by the locks; everything the library keeps in Redis per lock, including lockx's fence state. The second raw row uses lockx's key names, to separate the cost of the longer name from the cost of the data structure. Measured in the first run only (it does not vary).",
 		cols:  []col{{"bytes/lock", "bytes/lock", false}, {"keys/lock", "Redis keys/lock", false}},
 		ratio: "bytes/lock", ratioHeader: "× raw",
 	},

@@ -181,17 +181,32 @@ func commandCalls(ctx context.Context, rdb *redis.Client) (map[string]int64, err
 	return out, nil
 }
 
-// usedMemory returns INFO memory used_memory in bytes.
+// usedMemory returns the memory Redis uses for its data: INFO memory
+// used_memory less mem_clients_normal, the clients' query and output
+// buffers. Those grow and shrink with how many commands a connection sends
+// at once (a pipeline leaves a larger query buffer behind than a lone
+// command), not with the keys held, so they are no part of a lock's cost.
 func usedMemory(ctx context.Context, rdb *redis.Client) (int64, error) {
 	m, err := info(ctx, rdb, "memory")
 	if err != nil {
 		return 0, err
 	}
-	v, ok := m["used_memory"]
-	if !ok {
-		return 0, errors.New("bench: INFO memory has no used_memory")
+	used, ok := m["used_memory"]
+	clients, ok2 := m["mem_clients_normal"]
+	if !ok || !ok2 {
+		return 0, errors.New("bench: INFO memory has no used_memory or mem_clients_normal")
 	}
-	return strconv.ParseInt(v, 10, 64)
+	u, err1 := strconv.ParseInt(used, 10, 64)
+	c, err2 := strconv.ParseInt(clients, 10, 64)
+	return u - c, errors.Join(err1, err2)
+}
+
+// emptyKeyspace flushes the bench's own server (it serves nothing else)
+// before a memory reading, so that every case grows the keyspace's hash
+// tables from empty: a table left large by an earlier case's keys would
+// otherwise let the next case's keys in without paying for their buckets.
+func emptyKeyspace(ctx context.Context, rdb *redis.Client) error {
+	return rdb.Do(ctx, "flushall", "sync").Err() // freed before the reading, not by a background thread
 }
 
 // serverCPU returns the redis-server's user+system CPU seconds.
