@@ -14,16 +14,25 @@ import (
 	"github.com/lockx-go/lockx/lockx/pglock"
 )
 
-// holderPID returns the backend pid of the session that holds key.
+// holderPID returns the backend pid of the session that holds key, from
+// the holder's row. A hold writes its row only once it has lasted the
+// publish delay, so holderPID waits for the row (up to 5 s) rather than
+// read it right after the grant.
 func (e *env) holderPID(t *testing.T, key string) int {
 	t.Helper()
-	var pid int
-	err := e.pool.QueryRow(ctxT(t, 5*time.Second),
-		"SELECT pid FROM "+pgx.Identifier{e.schema, "lockx_held"}.Sanitize()+" WHERE key = $1", []byte(key)).Scan(&pid)
-	if err != nil {
-		t.Fatalf("holder pid of %q: %v", key, err)
+	q := "SELECT pid FROM " + pgx.Identifier{e.schema, "lockx_held"}.Sanitize() + " WHERE key = $1 AND expires > clock_timestamp()"
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var pid int
+		err := e.pool.QueryRow(ctxT(t, 5*time.Second), q, []byte(key)).Scan(&pid)
+		if err == nil {
+			return pid
+		}
+		if !errors.Is(err, pgx.ErrNoRows) || time.Now().After(deadline) {
+			t.Fatalf("holder pid of %q: %v", key, err)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	return pid
 }
 
 func (e *env) terminate(t *testing.T, pid int) {

@@ -132,8 +132,11 @@ func TestStaleRowNotAnOwner(t *testing.T) {
 // then finds its lock lost.
 func TestYoungHoldCheckedRemotely(t *testing.T) {
 	e := newEnv(t, 20)
-	c, _ := e.client(t, pglock.WithPublishDelay(50*time.Millisecond))
-	other := e.backend(t)
+	// Every process that shares locks uses one delay: another Backend's
+	// owner check looks for a young hold's row for about twice its own.
+	const delay = 50 * time.Millisecond
+	c, _ := e.client(t, pglock.WithPublishDelay(delay))
+	other := e.backend(t, pglock.WithPublishDelay(delay))
 	ctx := ctxT(t, 20*time.Second)
 	l, err := c.Acquire(ctx, "young")
 	if err != nil {
