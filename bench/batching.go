@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -188,34 +189,50 @@ type noMany struct{ driver.Backend }
 // the comparison is immune to the machine's load moving between two cases,
 // and the median to the preemptions a loaded machine adds to a few calls.
 func runPaired(ctx context.Context, p Params, a, b func(ctx context.Context) (time.Duration, error)) (Sample, error) {
-	var lat [2][]time.Duration
+	one := func(f func(context.Context) (time.Duration, error)) func(context.Context, int) (time.Duration, error) {
+		return func(ctx context.Context, _ int) (time.Duration, error) { return f(ctx) }
+	}
+	return runPairedN(ctx, p, 1, one(a), one(b))
+}
+
+// runPairedN is runPaired with n goroutines, each running a then b
+// alternately (w is the goroutine's index).
+func runPairedN(ctx context.Context, p Params, n int, a, b func(ctx context.Context, w int) (time.Duration, error)) (Sample, error) {
+	lat := make([][2][]time.Duration, n)
+	var mu sync.Mutex
 	var first error
-	s := drive(ctx, p, 1, func(ctx context.Context, w int, r *recorder) {
+	s := drive(ctx, p, n, func(ctx context.Context, w int, r *recorder) {
 		t := time.Now()
 		var d [2]time.Duration
-		for side, f := range [2]func(context.Context) (time.Duration, error){a, b} {
+		for side, f := range [2]func(context.Context, int) (time.Duration, error){a, b} {
 			var err error
-			if d[side], err = f(ctx); err != nil {
+			if d[side], err = f(ctx, w); err != nil {
 				if ctx.Err() == nil {
 					r.fail()
+					mu.Lock()
 					if first == nil {
 						first = err
 					}
+					mu.Unlock()
 				}
 				return
 			}
 		}
 		if r.open.Load() {
-			lat[0], lat[1] = append(lat[0], d[0]), append(lat[1], d[1])
+			lat[w][0], lat[w][1] = append(lat[w][0], d[0]), append(lat[w][1], d[1])
 		}
 		r.ok(time.Since(t))
 	})
-	if len(lat[0]) == 0 {
+	var all [2][]time.Duration
+	for _, l := range lat {
+		all[0], all[1] = append(all[0], l[0]...), append(all[1], l[1]...)
+	}
+	if len(all[0]) == 0 {
 		return nil, fmt.Errorf("bench: paired case made no measurement: %v", first)
 	}
 	out := Sample{mFails: s[mFails]}
 	for side, key := range [2]string{mPairA, mPairB} {
-		v := lat[side]
+		v := all[side]
 		slices.Sort(v)
 		var sum time.Duration
 		for _, d := range v {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -82,5 +83,41 @@ func TestRatiosPerRun(t *testing.T) {
 	}
 	if m := median([]float64{3, 1, 2, 10}); m != 2.5 {
 		t.Fatalf("median = %v", m)
+	}
+}
+
+// The paired target takes the rate ratio from the mean latencies (lockx
+// the b side), per run, and the worst peer decides.
+func TestPairedRateTarget(t *testing.T) {
+	why := func(float64) string { return "why" }
+	raw := &Result{Case: &Case{Name: "vs raw"}, Runs: []Sample{{mPairA + " mean": 100, mPairB + " mean": 90}, {mPairA + " mean": 100, mPairB + " mean": 110}, {mPairA + " mean": 120, mPairB + " mean": 100}}}
+	bsm := &Result{Case: &Case{Name: "vs bsm"}, Runs: []Sample{{mPairA + " mean": 100, mPairB + " mean": 50}}}
+	got := pairedRateTarget("31", "x", why, raw, bsm)
+	if got.status != statusMet {
+		t.Fatalf("status %q, want met (median of 1.11, 0.91, 1.2 is 1.11): %s", got.status, got.detail)
+	}
+	slow := &Result{Case: &Case{Name: "vs slow"}, Runs: []Sample{{mPairA + " mean": 100, mPairB + " mean": 125}}}
+	if got := pairedRateTarget("31", "x", why, raw, slow); !strings.Contains(got.status, "0.80× (vs slow)") {
+		t.Fatalf("status %q, want missed at 0.80× against the slow peer", got.status)
+	}
+	if got := pairedRateTarget("31", "x", why, raw, nil); got.status != statusNA {
+		t.Fatalf("a missing peer: status %q, want %q", got.status, statusNA)
+	}
+}
+
+// A cost printed at its floor is at its floor; one above it is not.
+func TestFloorTarget(t *testing.T) {
+	if got := floorTarget("x", 2.0004, 2); got.status != statusMet {
+		t.Fatalf("2.0004 against 2: %q", got.status)
+	}
+	if got := floorTarget("x", 2.02, 2); got.status == statusMet {
+		t.Fatalf("2.02 against 2: met")
+	}
+	r := &Result{Case: &Case{}, Runs: []Sample{{mP99: 4}, {mP99: 6}, {mP99: 5}}}
+	if got := limitTarget("31", "x", r, mP99, 5, true, "ms", func(float64) string { return "" }); got.status != statusMet {
+		t.Fatalf("p99 median 5 against ≤ 5: %q", got.status)
+	}
+	if got := limitTarget("31", "x", r, mP99, 7000, false, "/s", func(float64) string { return "" }); got.status == statusMet {
+		t.Fatalf("5 against ≥ 7000: met")
 	}
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 
 	bsm "github.com/bsm/redislock"
 	"github.com/go-redsync/redsync/v4"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/lockx-go/lockx/lockx"
 )
@@ -24,6 +26,12 @@ const (
 	nameHotRs1   = "redsync WithRetryDelay(1 ms) (best)"
 	nameHotLockx = "lockx Acquire (defaults)"
 	nameHotFair  = "lockx Acquire Fair()"
+	// nameHotFloor is the physical limit of a handoff through Redis, with
+	// no lock library: one token in a list, taken with BLPOP and given back
+	// with LPUSH, so a handoff is the giver's one round trip and the reply
+	// the server pushes to the next blocked taker. No lease, no fencing
+	// token, no safety: a floor, not a lock.
+	nameHotFloor = "floor, no lock: a token passed through a list (BLPOP takes, LPUSH gives back)"
 	// nameLocalRueidis is the baseline of the one-process table: one
 	// rueidislock Locker shared by the goroutines.
 	nameLocalRueidis = "rueidislock, one Locker shared by the 16 goroutines"
@@ -77,8 +85,63 @@ func hotKeyCases() []*Case {
 			},
 		})
 	}
-	return cs
+	return append(cs, &Case{
+		Section: hotSection, Group: hotGroup, Name: nameHotFloor, Quick: true,
+		Run: func(ctx context.Context, e *Env, p Params) (Sample, error) {
+			lks, err := openN(hotClients, func() (Locker, error) {
+				rdb, err := e.Client(ctx, 0)
+				if err != nil {
+					return nil, err
+				}
+				return &tokenPasser{rdb: rdb}, nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			defer closeAll(lks)
+			rdb := lks[0].(*tokenPasser).rdb
+			if err := rdb.Del(ctx, floorList).Err(); err != nil {
+				return nil, err
+			}
+			if err := rdb.LPush(ctx, floorList, "token").Err(); err != nil {
+				return nil, err
+			}
+			return runHandoffs(ctx, p, lks, e.cmdProbe()), nil
+		},
+	})
 }
+
+// floorList holds the one token of the hot-key floor row.
+const floorList = "hot:floor"
+
+// tokenPasser is the hot-key floor: the holder of the list's one token
+// holds the "lock". Lock blocks in BLPOP in short slices, so that it
+// notices its context ending.
+type tokenPasser struct{ rdb *redis.Client }
+
+func (t *tokenPasser) Pair(ctx context.Context, key string) error {
+	unlock, err := t.Lock(ctx, key)
+	if err != nil {
+		return err
+	}
+	return unlock(ctx)
+}
+
+func (t *tokenPasser) Lock(ctx context.Context, _ string) (func(context.Context) error, error) {
+	for {
+		v, err := t.rdb.BLPop(ctx, 50*time.Millisecond, floorList).Result()
+		switch {
+		case err == nil:
+			return func(ctx context.Context) error { return t.rdb.LPush(ctx, floorList, v[1]).Err() }, nil
+		case !errors.Is(err, redis.Nil):
+			return nil, err
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (t *tokenPasser) Close() error { return t.rdb.Close() }
 
 func localFirstCases() []*Case {
 	libs := []contendedLib{

@@ -49,6 +49,7 @@ func Cases() []*Case {
 	var cs []*Case
 	cs = append(cs, uncontendedCases()...)
 	cs = append(cs, batchingCases()...)
+	cs = append(cs, pairedUncontendedCases()...)
 	cs = append(cs, allocCases()...)
 	cs = append(cs, hotKeyCases()...)
 	cs = append(cs, localFirstCases()...)

@@ -83,6 +83,57 @@ func uncontendedCases() []*Case {
 	return cs
 }
 
+// Paired uncontended rows (issue 31's 1- and 4-goroutine targets): a
+// closed loop of one to four callers is bound by wake-up latency, which
+// drifts by 2–3× over a run on a shared machine, so two rows measured a
+// few seconds apart compare the machine's moments as much as the
+// libraries. Here each goroutine runs a peer's pair, then lockx's, on its
+// own key, alternately; pairs/s at a fixed number of callers is the
+// inverse of the mean pair latency, so the ratio of the means is the
+// ratio of the rates, with the drift falling on both sides alike.
+var pairedUncontended = []int{1, 4}
+
+func pairedVsName(peer string) string {
+	return nameLockx + " vs " + peer + ", alternately"
+}
+
+func pairedUncontendedCases() []*Case {
+	lease := lockx.WithLease(benchLease)
+	var cs []*Case
+	for _, n := range pairedUncontended {
+		for _, peer := range []pairLib{{name: nameRaw, open: rawLib(time.Millisecond)}, {name: nameBsm, open: bsmLib(nil)}} {
+			cs = append(cs, &Case{
+				Section: pairedSection, Group: groupGoroutines(n), Name: pairedVsName(peer.name),
+				Run: func(ctx context.Context, e *Env, p Params) (Sample, error) {
+					a, err := peer.open(ctx, e, PoolSize)
+					if err != nil {
+						return nil, err
+					}
+					defer a.Close()
+					b, err := lockxRedisLib(false, lease)(ctx, e, PoolSize)
+					if err != nil {
+						return nil, err
+					}
+					defer b.Close()
+					side := func(lk Locker, prefix string) func(context.Context, int) (time.Duration, error) {
+						keys := make([]string, n)
+						for i := range keys {
+							keys[i] = fmt.Sprintf("%s:%d", prefix, i)
+						}
+						return func(ctx context.Context, w int) (time.Duration, error) {
+							t := time.Now()
+							err := lk.Pair(ctx, keys[w])
+							return time.Since(t), err
+						}
+					}
+					return runPairedN(ctx, p, n, side(a, "pu:a"), side(b, "pu:b"))
+				},
+			})
+		}
+	}
+	return cs
+}
+
 // runPairs drives n goroutines, each acquiring and releasing its own key
 // through one shared Locker (one process, go-redis pool of PoolSize).
 func runPairs(ctx context.Context, e *Env, p Params, l pairLib, n int) (Sample, error) {
