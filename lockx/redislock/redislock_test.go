@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/lockx-go/lockx/internal/miniclock"
 	"github.com/lockx-go/lockx/internal/testenv"
 	"github.com/lockx-go/lockx/lockx"
 	"github.com/lockx-go/lockx/lockx/driver"
@@ -594,5 +596,49 @@ func TestInvalidOptions(t *testing.T) {
 			t.Errorf("%s: Watch = %v, want ErrInvalidArgument", name, err)
 		}
 		_ = b.Close()
+	}
+}
+
+// A fair queue's keys live as long as the longest queue TTL asked for
+// since: a waiter with a shorter one never shortens them, and a later
+// waiter extends them. Run on Redis (the function library) and on
+// miniredis (the EVAL scripts).
+func TestQueueTTLKeptLongest(t *testing.T) {
+	m := miniredis.RunT(t)
+	t.Cleanup(miniclock.Follow(m))
+	mini := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = mini.Close() })
+	for name, rdb := range map[string]*redis.Client{"redis": single(t), "miniredis": mini} {
+		t.Run(name, func(t *testing.T) {
+			prefix := testPrefix()
+			b := backend(t, rdb, redislock.WithPrefix(prefix))
+			ctx := context.Background()
+			lk := prefix + "{k}"
+			mustGrant(t, b, req("k", lockx.NewOwner(), 10*time.Second))
+			wait := func(qttl time.Duration) {
+				t.Helper()
+				r := req("k", lockx.NewOwner(), time.Second)
+				r.Wait, r.QueueTTL = true, qttl
+				mustRefuse(t, b, r)
+			}
+			ttls := func() (q, d time.Duration) {
+				return rdb.PTTL(ctx, lk+":q").Val(), rdb.PTTL(ctx, lk+":qd").Val()
+			}
+			wait(3 * time.Second)
+			q0, d0 := ttls()
+			if q0 <= 2*time.Second || q0 > 3*time.Second || d0 <= 2*time.Second || d0 > 3*time.Second {
+				t.Fatalf("a new queue's TTLs %v, %v; want about 3s", q0, d0)
+			}
+			wait(500 * time.Millisecond)
+			if q, d := ttls(); q <= time.Second || d <= time.Second {
+				t.Fatalf("a waiter with a 500ms queue TTL shortened the queue to %v, %v", q, d)
+			}
+			time.Sleep(300 * time.Millisecond)
+			before, _ := ttls()
+			wait(3 * time.Second)
+			if q, d := ttls(); q <= before || d <= before {
+				t.Fatalf("a later waiter did not extend the queue: %v, %v (was %v)", q, d, before)
+			}
+		})
 	}
 }

@@ -17,15 +17,30 @@ local function now_us()
 end
 
 -- queue_head drops expired entries from the head and returns the first live
--- owner and its D value, or false.
-local function queue_head(q, d, now_ms)
+-- owner and its D value, or false. m, if given, is the head already read
+-- (ZRANGE q 0 0).
+local function queue_head(q, d, now_ms, m)
   while true do
-    local m = redis.call('ZRANGE', q, 0, 0)[1]
+    m = m or redis.call('ZRANGE', q, 0, 0)[1]
     if not m then return false end
     local v = redis.call('HGET', d, m)
     if v and tonumber(string.match(v, '^%d+')) > now_ms then return m, v end
     redis.call('ZREM', q, m)
     redis.call('HDEL', d, m)
+    m = nil
+  end
+end
+
+-- keep_queue makes the fair queue's keys Q and D live for at least ttl ms
+-- from now, never shortening them (another waiter may have asked for a
+-- longer queue TTL); fresh says this attempt created them, so they have no
+-- TTL to read. PEXPIRE's GT flag (Redis 7) would extend without the PTTL,
+-- but always with two commands: on a hot key most attempts fall in the
+-- millisecond of the last extension, where this form stops at the PTTL.
+local function keep_queue(q, d, ttl, fresh)
+  if fresh or redis.call('PTTL', q) < ttl then
+    redis.call('PEXPIRE', q, ttl)
+    redis.call('PEXPIRE', d, ttl)
   end
 end
 
@@ -61,9 +76,12 @@ end
 -- free. It returns 2 if the lock was handed to the head, 1 if a head was
 -- woken, false otherwise.
 local function wake(lk, q, d, w, chan, prev)
-  if redis.call('EXISTS', q) == 1 then
+  -- The queue's first member, read at once: it answers whether a queue
+  -- exists (an EXISTS less per handoff), and the clock is read only then.
+  local m = redis.call('ZRANGE', q, 0, 0)[1]
+  if m then
     local now = now_us()
-    local head, v = queue_head(q, d, math.floor(now / 1000))
+    local head, v = queue_head(q, d, math.floor(now / 1000), m)
     if head then
       local px, id = string.match(v, '^%d+:(%d+):(.*)$')
       if px then
