@@ -21,10 +21,7 @@ local function q_put(q, d, owner, details, us, now, qttl, front)
     redis.call('ZADD', q, string.format('%d', score), owner)
   end
   redis.call('HSET', d, owner, string.format('%d:', now + qttl) .. details)
-  if redis.call('PTTL', q) < qttl then
-    redis.call('PEXPIRE', q, qttl)
-    redis.call('PEXPIRE', d, qttl)
-  end
+  keep_queue(q, d, qttl, false)
 end
 
 -- q_del removes owner from the queue and reports whether it was there.

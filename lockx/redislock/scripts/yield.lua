@@ -19,10 +19,7 @@ local head = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
 if head[2] then score = tonumber(head[2]) - 1 end
 redis.call('ZADD', q, string.format('%d', score), owner)
 redis.call('HSET', d, owner, string.format('%d:%d:%s', math.floor(now / 1000) + qttl, math.min(tonumber(ARGV[2]), qttl), ARGV[4]))
-if redis.call('PTTL', q) < qttl then
-  redis.call('PEXPIRE', q, qttl)
-  redis.call('PEXPIRE', d, qttl)
-end
+keep_queue(q, d, qttl, false)
 -- The token stays behind while the queue lives, so the next grant issues a
 -- larger one.
 redis.call('SET', lk, string.sub(v, -8), 'PX', math.max(tonumber(ARGV[5]), redis.call('PTTL', q)))
