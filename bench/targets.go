@@ -99,9 +99,7 @@ func evalTargets(rs Results) []target {
 	hotLx := rs.find(hotSection, hotGroup, nameHotLockx)
 	hotFair := rs.find(hotSection, hotGroup, nameHotFair)
 	hotRaw := rs.find(hotSection, hotGroup, nameHotRaw)
-	peers := []*Result{rs.find(hotSection, hotGroup, nameHotBsm10), rs.find(hotSection, hotGroup, nameHotBsm1),
-		rs.find(hotSection, hotGroup, nameHotRs), rs.find(hotSection, hotGroup, nameHotRs1)}
-	best := bestPerRun(peers)
+	best := hotBestPeer(rs)
 	hotReason := func(float64) string {
 		return fmt.Sprintf("lockx default %s handoffs/s with %s round trips/handoff, p50 wait %s ms; Fair() %s handoffs/s",
 			num(med(hotLx, mRate)), num(med(hotLx, mRTT)), num(med(hotLx, mP50)), num(med(hotFair, mRate)))
@@ -247,8 +245,7 @@ func issue31Targets(rs Results) []target {
 	hotLx := rs.find(hotSection, hotGroup, nameHotLockx)
 	hotFair := rs.find(hotSection, hotGroup, nameHotFair)
 	floor := rs.find(hotSection, hotGroup, nameHotFloor)
-	best := bestPerRun([]*Result{rs.find(hotSection, hotGroup, nameHotBsm10), rs.find(hotSection, hotGroup, nameHotBsm1),
-		rs.find(hotSection, hotGroup, nameHotRs), rs.find(hotSection, hotGroup, nameHotRs1)})
+	best := hotBestPeer(rs)
 	vsFloor := func(r *Result) func(float64) string {
 		return func(float64) string {
 			return fmt.Sprintf("%s handoffs/s, p99 %s ms; the floor row %s handoffs/s (%s× of it), p99 %s ms",
@@ -432,6 +429,13 @@ func redlockTargets(rs Results) []target {
 		t.status = missed(num(a)+" µs", "at or above redsync's")
 	}
 	return append(out, t)
+}
+
+// hotBestPeer is the hot-key table's best peer of each run: bsm/redislock
+// and redsync at their default and their best retry settings.
+func hotBestPeer(rs Results) *Result {
+	return bestPerRun([]*Result{rs.find(hotSection, hotGroup, nameHotBsm10), rs.find(hotSection, hotGroup, nameHotBsm1),
+		rs.find(hotSection, hotGroup, nameHotRs), rs.find(hotSection, hotGroup, nameHotRs1)})
 }
 
 // bestPerRun builds a synthetic result whose run i holds, of the given
