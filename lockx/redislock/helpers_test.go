@@ -60,6 +60,14 @@ func req(key string, owner lockx.Owner, lease time.Duration) driver.Request {
 	return driver.Request{Key: key, Owner: owner, Lease: lease}
 }
 
+// fairWait is a fair, waiting request of owner for key "q" with a 5 s
+// lease and queue TTL qttl (0: the Backend's default).
+func fairWait(owner lockx.Owner, qttl time.Duration) driver.Request {
+	r := req("q", owner, 5*time.Second)
+	r.Fair, r.Wait, r.QueueTTL = true, true, qttl
+	return r
+}
+
 func mustGrant(t testing.TB, b *redislock.Backend, r driver.Request) lockx.Token {
 	t.Helper()
 	res, err := b.Acquire(context.Background(), r)

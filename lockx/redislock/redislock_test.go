@@ -335,11 +335,7 @@ func TestFairQueue(t *testing.T) {
 func TestFairWithdraw(t *testing.T) {
 	b := backend(t, single(t))
 	ctx := context.Background()
-	fair := func(o lockx.Owner) driver.Request {
-		r := req("q", o, 5*time.Second)
-		r.Fair, r.Wait = true, true
-		return r
-	}
+	fair := func(o lockx.Owner) driver.Request { return fairWait(o, 0) }
 	holder, w1, w2 := lockx.NewOwner(), lockx.NewOwner(), lockx.NewOwner()
 	mustGrant(t, b, req("q", holder, 5*time.Second))
 	mustRefuse(t, b, fair(w1))
@@ -358,11 +354,7 @@ func TestFairCrashedWaiterDropped(t *testing.T) {
 	b := backend(t, single(t))
 	ctx := context.Background()
 	const qttl = 300 * time.Millisecond
-	fair := func(o lockx.Owner) driver.Request {
-		r := req("q", o, 5*time.Second)
-		r.Fair, r.Wait, r.QueueTTL = true, true, qttl
-		return r
-	}
+	fair := func(o lockx.Owner) driver.Request { return fairWait(o, qttl) }
 	holder, crashed, alive := lockx.NewOwner(), lockx.NewOwner(), lockx.NewOwner()
 	mustGrant(t, b, req("q", holder, 5*time.Second))
 	mustRefuse(t, b, fair(crashed)) // enqueues, then never comes back
@@ -387,6 +379,51 @@ func TestFairCrashedWaiterDropped(t *testing.T) {
 	if d := time.Since(start); d < qttl*8/10 {
 		t.Fatalf("granted after %v, before the crashed waiter's entry expired", d)
 	}
+}
+
+// A queued fair waiter's repeated attempt (a refresh, or a retry after a
+// lost reply) keeps its place: the release hands the lock to the first to
+// queue, not to the last to have asked.
+func TestFairRetryKeepsPlace(t *testing.T) {
+	b := backend(t, single(t))
+	ctx := context.Background()
+	fair := func(o lockx.Owner) driver.Request { return fairWait(o, 0) }
+	holder, first, second := lockx.NewOwner(), lockx.NewOwner(), lockx.NewOwner()
+	mustGrant(t, b, req("q", holder, 5*time.Second))
+	mustRefuse(t, b, fair(first))
+	mustRefuse(t, b, fair(second))
+	mustRefuse(t, b, fair(first))
+	mustRefuse(t, b, fair(second))
+	if err := b.Release(ctx, "q", holder); err != nil {
+		t.Fatal(err)
+	}
+	mustRefuse(t, b, fair(second))
+	mustGrant(t, b, fair(first))
+}
+
+// A release hands the lock past queue heads whose entries have expired
+// (waiters that crashed) to the first live one, and drops them.
+func TestHandoffSkipsExpiredHeads(t *testing.T) {
+	rdb := single(t)
+	prefix := testPrefix()
+	b := backend(t, rdb, redislock.WithPrefix(prefix))
+	ctx := context.Background()
+	holder, crashed1, crashed2, alive := lockx.NewOwner(), lockx.NewOwner(), lockx.NewOwner(), lockx.NewOwner()
+	mustGrant(t, b, req("q", holder, 5*time.Second))
+	mustRefuse(t, b, fairWait(crashed1, 100*time.Millisecond))
+	mustRefuse(t, b, fairWait(crashed2, 100*time.Millisecond))
+	mustRefuse(t, b, fairWait(alive, 5*time.Second))
+	time.Sleep(150 * time.Millisecond)
+	if n := rdb.ZCard(ctx, prefix+"{q}:q").Val(); n != 3 {
+		t.Fatalf("%d waiters queued, want 3", n)
+	}
+	if err := b.Release(ctx, "q", holder); err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.ZCard(ctx, prefix+"{q}:q").Val() + rdb.HLen(ctx, prefix+"{q}:qd").Val(); n != 0 {
+		t.Fatalf("%d queue entries left after the handoff, want 0", n)
+	}
+	mustGrant(t, b, fairWait(alive, 5*time.Second))
 }
 
 func TestExtendMany(t *testing.T) {
@@ -599,10 +636,11 @@ func TestInvalidOptions(t *testing.T) {
 	}
 }
 
-// A fair queue's keys live as long as the longest queue TTL asked for
-// since: a waiter with a shorter one never shortens them, and a later
-// waiter extends them. Run on Redis (the function library) and on
-// miniredis (the EVAL scripts).
+// A fair queue's keys live at least two thirds of the longest queue TTL
+// asked for past the last attempt: a waiter with a shorter TTL never
+// shortens them, a waiter that finds more than two thirds left leaves them
+// (no write), and one that finds less extends them to its TTL. Run on
+// Redis (the function library) and on miniredis (the EVAL scripts).
 func TestQueueTTLKeptLongest(t *testing.T) {
 	m := miniredis.RunT(t)
 	t.Cleanup(miniclock.Follow(m))
@@ -624,18 +662,25 @@ func TestQueueTTLKeptLongest(t *testing.T) {
 			ttls := func() (q, d time.Duration) {
 				return rdb.PTTL(ctx, lk+":q").Val(), rdb.PTTL(ctx, lk+":qd").Val()
 			}
-			wait(3 * time.Second)
+			const qttl = 900 * time.Millisecond
+			wait(qttl)
 			q0, d0 := ttls()
-			if q0 <= 2*time.Second || q0 > 3*time.Second || d0 <= 2*time.Second || d0 > 3*time.Second {
-				t.Fatalf("a new queue's TTLs %v, %v; want about 3s", q0, d0)
+			if q0 <= 600*time.Millisecond || q0 > qttl || d0 <= 600*time.Millisecond || d0 > qttl {
+				t.Fatalf("a new queue's TTLs %v, %v; want about %v", q0, d0, qttl)
 			}
-			wait(500 * time.Millisecond)
-			if q, d := ttls(); q <= time.Second || d <= time.Second {
-				t.Fatalf("a waiter with a 500ms queue TTL shortened the queue to %v, %v", q, d)
+			wait(150 * time.Millisecond)
+			if q, d := ttls(); q <= 300*time.Millisecond || d <= 300*time.Millisecond {
+				t.Fatalf("a waiter with a 150ms queue TTL shortened the queue to %v, %v", q, d)
 			}
-			time.Sleep(300 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond)
+			mid, _ := ttls()
+			wait(qttl)
+			if q, _ := ttls(); mid > 2*qttl/3 && q > mid {
+				t.Fatalf("a waiter extended a queue with %v of %v left: %v", mid, qttl, q)
+			}
+			time.Sleep(400 * time.Millisecond)
 			before, _ := ttls()
-			wait(3 * time.Second)
+			wait(qttl)
 			if q, d := ttls(); q <= before || d <= before {
 				t.Fatalf("a later waiter did not extend the queue: %v, %v (was %v)", q, d, before)
 			}

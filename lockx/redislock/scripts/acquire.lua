@@ -86,28 +86,18 @@ if holder then
 end
 if wait then
   if fair then
-    -- Enqueue, or refresh the deadline of a live entry in place.
+    -- Enqueue, or refresh the deadline of a queued entry in place. The
+    -- entry keeps the lease a release hands the lock to the head with
+    -- (wake in queue.lua): the one asked for, but at most the queue TTL, so
+    -- that a head that crashed holds the queue up no longer than its entry
+    -- would have; the core renews a shorter handoff to the full lease.
     d = d or lk .. ':qd'
     if not now then
       now = now_us()
       now_ms = math.floor(now / 1000)
     end
     local qttl = tonumber(ARGV[4])
-    local e = redis.call('HGET', d, owner)
-    local fresh = false -- the queue was empty: this attempt creates its keys
-    if not (e and tonumber(string.match(e, '^%d+')) > now_ms and redis.call('ZSCORE', q, owner)) then
-      local score = now
-      local tail = redis.call('ZRANGE', q, -1, -1, 'WITHSCORES')
-      if tail[2] and tonumber(tail[2]) >= score then score = tonumber(tail[2]) + 1 end
-      fresh = not tail[2]
-      redis.call('ZADD', q, string.format('%d', score), owner)
-    end
-    -- The entry keeps the lease a release hands the lock to the head with
-    -- (wake in queue.lua): the one asked for, but at most the queue TTL, so
-    -- that a head that crashed holds the queue up no longer than its entry
-    -- would have; the core renews a shorter handoff to the full lease.
-    redis.call('HSET', d, owner, string.format('%d:%d:%s', now_ms + qttl, math.min(tonumber(ARGV[2]), qttl), ARGV[5]))
-    keep_queue(q, d, qttl, fresh)
+    q_put(q, d, owner, string.format('%d:%s', math.min(tonumber(ARGV[2]), qttl), ARGV[5]), now, now_ms, qttl)
   else
     -- Mark this backend as waiting, so a release wakes it. The mark outlives
     -- the lease (or, while fair waiters hold the key up, the queue) a little;

@@ -1,28 +1,10 @@
 -- Shared by the read/write lock and semaphore scripts (prepended after
--- queue.lua, whose now_us, queue_head and wake_msg they use).
+-- queue.lua, whose now_us, queue_head, q_put and wake_msg they use).
 --
 -- Their queues have the shape of a lock's fair queue: Q, a ZSET of owners
 -- scored by arrival (server µs, strictly increasing), and D, a HASH of
 -- owner -> "<deadline ms>:<details>", where details end with the waiting
 -- backend's id.
-
--- q_put enqueues owner (first in line if front), or refreshes its
--- deadline and details in place.
-local function q_put(q, d, owner, details, us, now, qttl, front)
-  local v = redis.call('HGET', d, owner)
-  if not (v and tonumber(string.match(v, '^%d+')) > now and redis.call('ZSCORE', q, owner)) then
-    local score = us
-    local tail = redis.call('ZRANGE', q, -1, -1, 'WITHSCORES')
-    if tail[2] and tonumber(tail[2]) >= score then score = tonumber(tail[2]) + 1 end
-    if front then
-      local head = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
-      if head[2] then score = tonumber(head[2]) - 1 end
-    end
-    redis.call('ZADD', q, string.format('%d', score), owner)
-  end
-  redis.call('HSET', d, owner, string.format('%d:', now + qttl) .. details)
-  keep_queue(q, d, qttl, false)
-end
 
 -- q_del removes owner from the queue and reports whether it was there.
 local function q_del(q, d, owner)

@@ -9,7 +9,10 @@
 --            head is woken, not handed the lock)
 -- An entry whose deadline has passed belongs to a waiter that stopped
 -- refreshing its place (crashed); it is dropped when it reaches the head,
--- which is all that decides a grant. Q and D expire with their latest deadline.
+-- which is all that decides a grant. Q and D live at least two thirds of
+-- the longest queue TTL of a waiter past its latest attempt (keep_queue):
+-- a queued waiter tries again within a third of its queue TTL, so they
+-- outlive every waiter that is still there.
 
 local function now_us()
   local t = redis.call('TIME')
@@ -17,31 +20,52 @@ local function now_us()
 end
 
 -- queue_head drops expired entries from the head and returns the first live
--- owner and its D value, or false. m, if given, is the head already read
--- (ZRANGE q 0 0).
-local function queue_head(q, d, now_ms, m)
+-- owner and its D value, or false.
+local function queue_head(q, d, now_ms)
   while true do
-    m = m or redis.call('ZRANGE', q, 0, 0)[1]
+    local m = redis.call('ZRANGE', q, 0, 0)[1]
     if not m then return false end
     local v = redis.call('HGET', d, m)
     if v and tonumber(string.match(v, '^%d+')) > now_ms then return m, v end
     redis.call('ZREM', q, m)
     redis.call('HDEL', d, m)
-    m = nil
   end
 end
 
--- keep_queue makes the fair queue's keys Q and D live for at least ttl ms
--- from now, never shortening them (another waiter may have asked for a
--- longer queue TTL); fresh says this attempt created them, so they have no
--- TTL to read. PEXPIRE's GT flag (Redis 7) would extend without the PTTL,
--- but always with two commands: on a hot key most attempts fall in the
--- millisecond of the last extension, where this form stops at the PTTL.
+-- keep_queue makes the fair queue's keys Q and D live for ttl ms from now
+-- when less than two thirds of that is left, never shortening them (another
+-- waiter may have asked for a longer queue TTL); fresh says this attempt
+-- created them, so they have no TTL to read. A queued waiter tries again
+-- within a third of its queue TTL (the core's pause), so the keys outlive
+-- every waiter still there, and on a hot key only an attempt every third of
+-- the TTL writes them: the others stop at the PTTL. (PEXPIRE's GT flag
+-- would extend without the PTTL, but always with two commands.)
 local function keep_queue(q, d, ttl, fresh)
-  if fresh or redis.call('PTTL', q) < ttl then
+  if fresh or redis.call('PTTL', q) < ttl - math.floor(ttl / 3) then
     redis.call('PEXPIRE', q, ttl)
     redis.call('PEXPIRE', d, ttl)
   end
+end
+
+-- q_put enqueues owner at the tail of the queue (at its head if front), or
+-- refreshes its deadline and details in place: ZADD NX keeps the place of
+-- an owner already queued (a retried attempt, a refresh), so no read of
+-- its entry comes first. details end with the waiting backend's id; D
+-- holds "<deadline ms>:<details>". us and now are the server clock in µs
+-- and ms.
+local function q_put(q, d, owner, details, us, now, qttl, front)
+  local score = us
+  local edge
+  if front then
+    edge = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
+    if edge[2] then score = tonumber(edge[2]) - 1 end
+  else
+    edge = redis.call('ZRANGE', q, -1, -1, 'WITHSCORES')
+    if edge[2] and tonumber(edge[2]) >= score then score = tonumber(edge[2]) + 1 end
+  end
+  redis.call('ZADD', q, 'NX', string.format('%d', score), owner)
+  redis.call('HSET', d, owner, string.format('%d:', now + qttl) .. details)
+  keep_queue(q, d, qttl, not edge[2])
 end
 
 -- wake_msg is the pub/sub payload: "<len(owner)>:<owner><lock key>"; an empty
@@ -76,25 +100,33 @@ end
 -- free. It returns 2 if the lock was handed to the head, 1 if a head was
 -- woken, false otherwise.
 local function wake(lk, q, d, w, chan, prev)
-  -- The queue's first member, read at once: it answers whether a queue
-  -- exists (an EXISTS less per handoff), and the clock is read only then.
-  local m = redis.call('ZRANGE', q, 0, 0)[1]
-  if m then
+  -- The queue's head is popped at once: ZPOPMIN answers whether a queue
+  -- exists and takes the head off it in one command, and the clock is read
+  -- only when there is one. Expired heads (crashed waiters) stay off.
+  local p = redis.call('ZPOPMIN', q)
+  if p[1] then
     local now = now_us()
-    local head, v = queue_head(q, d, math.floor(now / 1000), m)
-    if head then
-      local px, id = string.match(v, '^%d+:(%d+):(.*)$')
-      if px then
-        local tok = put_lock(lk, head, prev, now, px)
-        if tok then
-          redis.call('ZREM', q, head)
-          redis.call('HDEL', d, head)
-          redis.call('PUBLISH', chan .. id, '=' .. string.format('%d', tok) .. ':' .. px .. ':' .. wake_msg(head, lk))
-          return 2
+    local now_ms = math.floor(now / 1000)
+    while p[1] do
+      local head = p[1]
+      local v = redis.call('HGET', d, head)
+      if v and tonumber(string.match(v, '^%d+')) > now_ms then
+        local px, id = string.match(v, '^%d+:(%d+):(.*)$')
+        if px then
+          local tok = put_lock(lk, head, prev, now, px)
+          if tok then
+            redis.call('HDEL', d, head)
+            redis.call('PUBLISH', chan .. id, '=' .. string.format('%d', tok) .. ':' .. px .. ':' .. wake_msg(head, lk))
+            return 2
+          end
         end
+        -- Not handed over: the head goes back to its place and is woken.
+        redis.call('ZADD', q, p[2], head)
+        redis.call('PUBLISH', chan .. string.match(v, '^%d+:(.*)$'), wake_msg(head, lk))
+        return 1
       end
-      redis.call('PUBLISH', chan .. string.match(v, '^%d+:(.*)$'), wake_msg(head, lk))
-      return 1
+      redis.call('HDEL', d, head)
+      p = redis.call('ZPOPMIN', q)
     end
   end
   local id = redis.call('SPOP', w)
