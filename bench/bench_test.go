@@ -92,15 +92,18 @@ func TestPairedRateTarget(t *testing.T) {
 	why := func(float64) string { return "why" }
 	raw := &Result{Case: &Case{Name: "vs raw"}, Runs: []Sample{{mPairA + " mean": 100, mPairB + " mean": 90}, {mPairA + " mean": 100, mPairB + " mean": 110}, {mPairA + " mean": 120, mPairB + " mean": 100}}}
 	bsm := &Result{Case: &Case{Name: "vs bsm"}, Runs: []Sample{{mPairA + " mean": 100, mPairB + " mean": 50}}}
-	got := pairedRateTarget("31", "x", why, raw, bsm)
+	got := pairedRateTarget("31", "x", 1.0, why, raw, bsm)
 	if got.status != statusMet {
 		t.Fatalf("status %q, want met (median of 1.11, 0.91, 1.2 is 1.11): %s", got.status, got.detail)
 	}
 	slow := &Result{Case: &Case{Name: "vs slow"}, Runs: []Sample{{mPairA + " mean": 100, mPairB + " mean": 125}}}
-	if got := pairedRateTarget("31", "x", why, raw, slow); !strings.Contains(got.status, "0.80× (vs slow)") {
+	if got := pairedRateTarget("31", "x", 1.0, why, raw, slow); !strings.Contains(got.status, "0.80× (vs slow)") {
 		t.Fatalf("status %q, want missed at 0.80× against the slow peer", got.status)
 	}
-	if got := pairedRateTarget("31", "x", why, raw, nil); got.status != statusNA {
+	if got := pairedRateTarget("31", "x", 0.75, why, slow); got.status != statusMet {
+		t.Fatalf("status %q, want met: 0.80× against a bound of 0.75×", got.status)
+	}
+	if got := pairedRateTarget("31", "x", 1.0, why, raw, nil); got.status != statusNA {
 		t.Fatalf("a missing peer: status %q, want %q", got.status, statusNA)
 	}
 }

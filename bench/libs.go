@@ -54,13 +54,42 @@ const benchLease = time.Minute
 // releaseScript is the canonical compare-and-delete.
 var releaseScript = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`)
 
+// The least a lock with fencing tokens asks of Redis, as two scripts: the
+// grant reads the key's last token (left behind by the last release) and
+// writes the owner with the next one, and the release checks the owner and
+// leaves the token behind. No queue, no waiter marks, no clock: the floor
+// of any fenced lock's pair on this server, against which lockx's own
+// scripts (the same two reads and writes, plus the waiters' checks) are
+// measured (issue 31).
+var (
+	fencedAcquireScript = redis.NewScript(`local v = redis.call('GET', KEYS[1])
+local prev = 0
+if v then
+  if #v > 8 then return -1 end
+  prev = struct.unpack('>I8', v)
+end
+redis.call('SET', KEYS[1], ARGV[1] .. struct.pack('>I8', prev + 1), 'PX', ARGV[2])
+return prev + 1`)
+	fencedReleaseScript = redis.NewScript(`local v = redis.call('GET', KEYS[1])
+if v and #v > 8 and string.sub(v, 1, -9) == ARGV[1] then
+  redis.call('SET', KEYS[1], string.sub(v, -8), 'PX', ARGV[2])
+  return 1
+end
+return 0`)
+)
+
+// fencedTombstone is how long the fenced floor's release leaves the token
+// behind: lockx's default tombstone.
+const fencedTombstone = 2 * time.Second
+
 // rawLocker is the baseline: SET key token NX PX, then the compare-and-delete
 // script (EVALSHA), with a fresh 128-bit random token per acquisition. Lock
-// polls every retry.
+// polls every retry. fenced swaps both for the fenced floor's scripts.
 type rawLocker struct {
-	rdb   *redis.Client
-	cmds  rawCmds // rdb, or its autopipeliner
-	retry time.Duration
+	rdb    *redis.Client
+	cmds   rawCmds // rdb, or its autopipeliner
+	retry  time.Duration
+	fenced bool
 }
 
 // rawCmds is what the raw locker sends its commands through.
@@ -76,6 +105,17 @@ func rawLib(retry time.Duration) opener {
 			return nil, err
 		}
 		return &rawLocker{rdb: rdb, cmds: rdb, retry: retry}, nil
+	}
+}
+
+// fencedFloorLib is the raw locker with the fenced floor's scripts.
+func fencedFloorLib() opener {
+	return func(ctx context.Context, e *Env, poolSize int) (Locker, error) {
+		rdb, err := e.Client(ctx, poolSize)
+		if err != nil {
+			return nil, err
+		}
+		return &rawLocker{rdb: rdb, cmds: rdb, retry: time.Millisecond, fenced: true}, nil
 	}
 }
 
@@ -101,6 +141,16 @@ func rawAutoPipelineLib() opener {
 
 func (r *rawLocker) try(ctx context.Context, key string) (string, error) {
 	tok := rand.Text()
+	if r.fenced {
+		n, err := fencedAcquireScript.Run(ctx, r.cmds, []string{key}, tok, benchLease.Milliseconds()).Int64()
+		if err != nil {
+			return "", err
+		}
+		if n < 0 {
+			return "", errNotObtained
+		}
+		return tok, nil
+	}
 	ok, err := r.cmds.SetNX(ctx, key, tok, benchLease).Result()
 	if err != nil {
 		return "", err
@@ -112,7 +162,13 @@ func (r *rawLocker) try(ctx context.Context, key string) (string, error) {
 }
 
 func (r *rawLocker) release(ctx context.Context, key, tok string) error {
-	n, err := releaseScript.Run(ctx, r.cmds, []string{key}, tok).Int64()
+	var cmd *redis.Cmd
+	if r.fenced {
+		cmd = fencedReleaseScript.Run(ctx, r.cmds, []string{key}, tok, fencedTombstone.Milliseconds())
+	} else {
+		cmd = releaseScript.Run(ctx, r.cmds, []string{key}, tok)
+	}
+	n, err := cmd.Int64()
 	if err != nil {
 		return err
 	}

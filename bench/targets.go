@@ -228,12 +228,15 @@ func issue31Targets(rs Results) []target {
 		// Few callers: judged on the paired rows (each goroutine alternates
 		// the peer's pair and lockx's), the rows measured one after the
 		// other are shown beside them.
-		t := pairedRateTarget("31", text+" (paired, alternately)", why,
+		t := pairedRateTarget("31", text+" (paired, alternately)", 1.0, why,
 			rs.find(pairedSection, g, pairedVsName(nameRaw)), rs.find(pairedSection, g, pairedVsName(nameBsm)))
 		if seq.detail != "" {
 			t.detail += "; measured one after the other: " + seq.detail
 		}
-		out = append(out, t)
+		// Neither peer issues a fencing token; the floor of a lock that
+		// does, measured alternately too, is what the hardware allows.
+		out = append(out, t, pairedRateTarget("31", "uncontended, "+g+": lockx within 10 % of the floor of a fenced lock (≥ 0.9×, paired, alternately), where the target above is beyond it", 0.9, why,
+			rs.find(pairedSection, g, pairedVsName(nameFencedFloor))))
 	}
 	local := rs.find(localSection, "16 goroutines, one key", nameLocalFirst)
 	out = append(out, ratioTarget("31", "one process, 16 goroutines, one key: lockx LocalFirst() ≥ 2× rueidislock's shared Locker", local,
@@ -299,11 +302,11 @@ func floorTarget(text string, got, floor float64) target {
 	return t
 }
 
-// pairedRateTarget checks that lockx's rate is at least that of every peer
-// measured against it alternately (paired rows, lockx the b side): the
-// rate ratio of a paired row is the inverse ratio of its mean latencies,
-// and the worst peer's median over runs counts.
-func pairedRateTarget(issue, text string, why func(float64) string, rs ...*Result) target {
+// pairedRateTarget checks that lockx's rate is at least least times that of
+// every peer measured against it alternately (paired rows, lockx the b
+// side): the rate ratio of a paired row is the inverse ratio of its mean
+// latencies, and the worst peer's median over runs counts.
+func pairedRateTarget(issue, text string, least float64, why func(float64) string, rs ...*Result) target {
 	t := target{issue: issue, text: text}
 	worst, name := math.Inf(1), ""
 	var parts []string
@@ -328,7 +331,7 @@ func pairedRateTarget(issue, text string, why func(float64) string, rs ...*Resul
 		}
 	}
 	t.detail = strings.Join(parts, "; ")
-	if worst >= 1.0 {
+	if worst >= least {
 		t.status = statusMet
 	} else {
 		t.status = missed(num(worst)+"× ("+name+")", why(worst))

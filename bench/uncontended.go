@@ -13,14 +13,15 @@ import (
 
 // Names of the rows shared by several tables and by the targets.
 const (
-	nameRaw        = "raw go-redis SET NX + Lua compare-and-delete"
-	nameBsm        = "bsm/redislock Obtain + Release (defaults)"
-	nameRedsync    = "redsync Lock + Unlock, 1 pool (defaults)"
-	nameRedsync5   = "redsync, 5 pools on 5 servers (defaults)"
-	nameLockx      = "lockx Acquire + Release (redislock)"
-	nameLockxTry   = "lockx TryAcquire + Release (redislock)"
-	nameLockxMem   = "lockx Acquire + Release (memlock, in-process)"
-	scalingSection = "uncontended"
+	nameRaw         = "raw go-redis SET NX + Lua compare-and-delete"
+	nameBsm         = "bsm/redislock Obtain + Release (defaults)"
+	nameRedsync     = "redsync Lock + Unlock, 1 pool (defaults)"
+	nameRedsync5    = "redsync, 5 pools on 5 servers (defaults)"
+	nameLockx       = "lockx Acquire + Release (redislock)"
+	nameLockxTry    = "lockx TryAcquire + Release (redislock)"
+	nameLockxMem    = "lockx Acquire + Release (memlock, in-process)"
+	nameFencedFloor = "floor of a fenced lock: raw go-redis, a token script (GET, SET) + a compare-and-tombstone script"
+	scalingSection  = "uncontended"
 )
 
 // pairLib is one row of the uncontended table.
@@ -101,7 +102,9 @@ func pairedUncontendedCases() []*Case {
 	lease := lockx.WithLease(benchLease)
 	var cs []*Case
 	for _, n := range pairedUncontended {
-		for _, peer := range []pairLib{{name: nameRaw, open: rawLib(time.Millisecond)}, {name: nameBsm, open: bsmLib(nil)}} {
+		peers := []pairLib{{name: nameRaw, open: rawLib(time.Millisecond)}, {name: nameBsm, open: bsmLib(nil)},
+			{name: nameFencedFloor, open: fencedFloorLib()}}
+		for _, peer := range peers {
 			cs = append(cs, &Case{
 				Section: pairedSection, Group: groupGoroutines(n), Name: pairedVsName(peer.name),
 				Run: func(ctx context.Context, e *Env, p Params) (Sample, error) {
