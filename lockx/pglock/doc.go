@@ -69,8 +69,10 @@
 // than wait sessions, and fair waiters — is woken by notification: its
 // process holds a shared "wait flag" advisory lock for the key on its one
 // listener session, which LISTENs on the schema's channel; a release
-// notifies only when it cannot take that flag, so releases nobody waits for
-// that way send no NOTIFY. Fair waiters (lockx.Fair) queue in
+// notifies only when it cannot take that flag (it takes it and gives it
+// back at once, so that one release's test never outlasts its statement
+// and makes the next release notify), so releases nobody waits for that
+// way send no NOTIFY. Fair waiters (lockx.Fair) queue in
 // <schema>.lockx_queue, across processes, in arrival order; only the head
 // may take the lock, a release's notification names the head so that only
 // it wakes, and plain acquisitions yield to live fair waiters. Crashed

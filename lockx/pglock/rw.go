@@ -220,7 +220,7 @@ SELECT g.token, CASE WHEN g.token IS NULL THEN (SELECT greatest(ceil(extract(epo
 SELECT CASE WHEN u.ok IS NULL THEN (SELECT left_ms FROM e) WHEN NOT u.ok THEN -1 ELSE 0 END::int8,
 	CASE WHEN NOT coalesce(u.ok, false) THEN NULL
 		WHEN $4::int8 = 1 AND $7::bool THEN NULL
-		WHEN pg_try_advisory_xact_lock(($2::int8 >> 32)::int4, ($2::int8 & 4294967295)::bit(32)::int4) THEN NULL
+		WHEN ` + noWaiter("($2::int8 >> 32)::int4", "($2::int8 & 4294967295)::bit(32)::int4") + ` THEN NULL
 		WHEN $4::int8 = 1 AND NOT pg_try_advisory_xact_lock($1::int8) THEN NULL
 		ELSE length(pg_notify($5::text, ` + sqlRWWakeNames + `)::text) END::int8
 FROM u`,

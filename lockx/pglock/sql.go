@@ -77,7 +77,8 @@ func channelName(schema string) string {
 // expand replaces the placeholders {held}, {queue}, {fence} and the shared
 // SQL fragments in q.
 func (n names) expand(q string) string {
-	q = strings.NewReplacer("{live}", sqlLive, "{head}", sqlHead, "{arrival}", sqlArrival).Replace(q)
+	q = strings.NewReplacer("{live}", sqlLive, "{head}", sqlHead, "{arrival}", sqlArrival,
+		"{nowaiter}", noWaiter("$3::int4", "$4::int4")).Replace(q)
 	return strings.NewReplacer(
 		"{held}", n.held,
 		"{queue}", n.queue,
@@ -106,6 +107,20 @@ const sqlLive = `EXISTS (SELECT 1 FROM pg_catalog.pg_locks l
 // exclusive advisory locks (one bigint key) of this database: pglock's.
 const sqlExclusiveAdvisory = `l.locktype = 'advisory' AND l.objsubid = 1 AND l.mode = 'ExclusiveLock' AND l.granted
 	AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())`
+
+// noWaiter is true when no process holds the wait flag (a, b) (see
+// waitFlag): the statement takes the flag exclusively and gives it back at
+// once, at session level. A transaction-level try (pg_try_advisory_xact_lock)
+// would keep the flag until the statement's commit, and on a hot key the
+// next holder's release often runs before that commit — the releasing
+// backend is preempted by the waiter its unlock wakes — so it found the flag
+// taken and sent a NOTIFY that nobody waited for, waking every listening
+// process of the schema (about 2 % of the releases of a key handed between
+// 16 processes). Held for two function calls, the flag no longer outlives
+// the release. AND does not evaluate the unlock when the try fails.
+func noWaiter(a, b string) string {
+	return "(pg_try_advisory_lock(" + a + ", " + b + ") AND pg_advisory_unlock(" + a + ", " + b + "))"
+}
 
 // sqlArrival orders fair waiters: the server's clock in microseconds. It
 // costs no sequence value (and no WAL) per queue refresh; waiters that
@@ -235,14 +250,14 @@ func (n names) statements(deferred bool) map[string]string {
 		// key overwrites it; not writing it halves the writes per lock. $1 hash, $2 owner, $3/$4 wait flag,
 		// $5 channel, $6 payload. Result -1: the lock was not held.
 		stRelease: `SELECT CASE WHEN NOT pg_advisory_unlock($1::int8) THEN -1
-	WHEN pg_try_advisory_xact_lock($3::int4, $4::int4) THEN 0
+	WHEN {nowaiter} THEN 0
 	ELSE 1 + length(pg_notify($5::text, $6::text || {head})::text) END::int8`,
 
 		// Release of a published hold: stRelease, and its row marked
 		// released in the same transaction.
 		stReleasePub: `WITH d AS (UPDATE {held} SET expires = 'epoch' WHERE hash = $1::int8 AND owner = $2::bytea AND pid = pg_backend_pid())
 SELECT CASE WHEN NOT pg_advisory_unlock($1::int8) THEN -1
-	WHEN pg_try_advisory_xact_lock($3::int4, $4::int4) THEN 0
+	WHEN {nowaiter} THEN 0
 	ELSE 1 + length(pg_notify($5::text, $6::text || {head})::text) END::int8`,
 
 		stPublish: sqlHolderRow,
@@ -256,7 +271,7 @@ SELECT CASE WHEN NOT pg_advisory_unlock($1::int8) THEN -1
 ), d AS (UPDATE {held} SET expires = 'epoch' WHERE hash = $1::int8 AND owner = $2::bytea AND pid = pg_backend_pid() AND expires <= now())
 SELECT CASE WHEN (SELECT left_ms FROM e) > 0 THEN (SELECT left_ms FROM e)
 	WHEN NOT pg_advisory_unlock($1::int8) THEN -1
-	WHEN pg_try_advisory_xact_lock($3::int4, $4::int4) THEN 0
+	WHEN {nowaiter} THEN 0
 	ELSE 0 * length(pg_notify($5::text, $6::text || {head})::text) END::int8`,
 
 		// Extend: a live row of this session gets a new lease. No row means
@@ -267,7 +282,7 @@ SELECT CASE WHEN (SELECT left_ms FROM e) > 0 THEN (SELECT left_ms FROM e)
 		stAcqShared: `SELECT CASE WHEN pg_try_advisory_lock_shared($1::int8) THEN {fence} END`,
 
 		stRelShared: `SELECT CASE WHEN NOT pg_advisory_unlock_shared($1::int8) THEN -1
-	WHEN pg_try_advisory_xact_lock($3::int4, $4::int4) THEN 0
+	WHEN {nowaiter} THEN 0
 	ELSE 1 + length(pg_notify($5::text, $6::text || {head})::text) END::int8`,
 
 		// Release by owner from a Backend that does not hold the lock: an
@@ -318,7 +333,7 @@ FROM g ORDER BY g.i`,
 		// waiters notified.
 		stReleaseMany: `WITH r AS (SELECT * FROM unnest($1::int8[], $2::bytea[], $3::int4[], $4::int4[]) WITH ORDINALITY AS r(hash, owner, w1, w2, i))
 SELECT CASE WHEN NOT pg_advisory_unlock(r.hash) THEN -1
-	WHEN pg_try_advisory_xact_lock(r.w1, r.w2) THEN 0
+	WHEN ` + noWaiter("r.w1", "r.w2") + ` THEN 0
 	ELSE 1 + length(pg_notify($5::text, r.hash::text || coalesce(' ' || (SELECT encode(q.owner, 'hex') FROM {queue} q
 		WHERE q.hash = r.hash AND q.owner <> r.owner AND q.expires > clock_timestamp() ORDER BY q.seq, q.owner LIMIT 1), ''))::text) END::int8
 FROM r ORDER BY r.i`,
@@ -326,7 +341,7 @@ FROM r ORDER BY r.i`,
 		// After a holder session died: its locks are free, so mark their rows
 		// released and wake waiting processes. Parameters as for release.
 		stLost: `WITH d AS (UPDATE {held} SET expires = 'epoch' WHERE hash = $1::int8 AND owner = $2::bytea AND expires > 'epoch')
-SELECT CASE WHEN pg_try_advisory_xact_lock($3::int4, $4::int4) THEN 0
+SELECT CASE WHEN {nowaiter} THEN 0
 	ELSE 1 + length(pg_notify($5::text, $6::text || {head})::text) END::int8`,
 
 		// Undo a grant statement that failed (it may have taken the lock).
