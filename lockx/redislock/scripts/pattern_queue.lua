@@ -1,5 +1,5 @@
 -- Shared by the read/write lock and semaphore scripts (prepended after
--- queue.lua, whose now_us, queue_head, q_put and wake_msg they use).
+-- queue.lua, whose now_us, live, queue_head, q_put and wake_msg they use).
 --
 -- Their queues have the shape of a lock's fair queue: Q, a ZSET of owners
 -- scored by arrival (server µs, strictly increasing), and D, a HASH of
@@ -23,7 +23,7 @@ local function q_scan(q, d, now, fn)
     for i = 1, #page, 2 do
       local m = page[i]
       local v = redis.call('HGET', d, m)
-      if v and tonumber(string.match(v, '^%d+')) > now then
+      if live(v, now) then
         if fn(m, v) then return end
       else
         redis.call('ZREM', q, m)

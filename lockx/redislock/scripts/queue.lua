@@ -19,6 +19,12 @@ local function now_us()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
+-- live reports whether the D value v (nil: no entry) is an entry whose
+-- deadline has not passed at now_ms.
+local function live(v, now_ms)
+  return v and tonumber(string.match(v, '^%d+')) > now_ms
+end
+
 -- queue_head drops expired entries from the head and returns the first live
 -- owner and its D value, or false.
 local function queue_head(q, d, now_ms)
@@ -26,7 +32,7 @@ local function queue_head(q, d, now_ms)
     local m = redis.call('ZRANGE', q, 0, 0)[1]
     if not m then return false end
     local v = redis.call('HGET', d, m)
-    if v and tonumber(string.match(v, '^%d+')) > now_ms then return m, v end
+    if live(v, now_ms) then return m, v end
     redis.call('ZREM', q, m)
     redis.call('HDEL', d, m)
   end
@@ -110,7 +116,7 @@ local function wake(lk, q, d, w, chan, prev)
     while p[1] do
       local head = p[1]
       local v = redis.call('HGET', d, head)
-      if v and tonumber(string.match(v, '^%d+')) > now_ms then
+      if live(v, now_ms) then
         local px, id = string.match(v, '^%d+:(%d+):(.*)$')
         if px then
           local tok = put_lock(lk, head, prev, now, px)
