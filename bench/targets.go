@@ -222,7 +222,11 @@ func issue31Targets(rs Results) []target {
 		}
 		seq := ratioTarget("31", text, lx, best, mRate, 1.0, why)
 		if !slices.Contains(pairedUncontended, n) {
-			out = append(out, seq)
+			// The floor of a lock with fencing tokens, measured in the
+			// same run: where many callers make the server the bottleneck,
+			// its two scripts, not the client, set the rate.
+			out = append(out, seq, ratioTarget("31", "uncontended, "+g+": lockx within 10 % of the floor of a fenced lock (≥ 0.9×), where the target above is beyond it",
+				lx, rs.find(scalingSection, g, nameFencedFloor), mRate, 0.9, why))
 			continue
 		}
 		// Few callers: judged on the paired rows (each goroutine alternates

@@ -45,6 +45,7 @@ func pairLibs() []pairLib {
 		{nameLockx, lockxRedisLib(false, lease), true, true, true},
 		{nameLockxTry, lockxRedisLib(true, lease), true, false, false},
 		{nameLockxMem, lockxMemLib(lease), false, false, true},
+		{nameFencedFloor, fencedFloorLib(), true, true, false},
 	}
 }
 

@@ -24,7 +24,7 @@ import (
 // WithTimeout clone, which caches one of its own, drops the client's hooks
 // (tracing, metrics). docs/backends.md, "What batches, and how", has the
 // measurements.
-const batchFlights = 4
+const batchFlights = 8
 
 // batcher coalesces the commands of concurrent goroutines into pipelines of
 // a go-redis client (pipe: rdb.Pipeline), so they run through the client's

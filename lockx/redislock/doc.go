@@ -110,7 +110,7 @@
 // While several goroutines call at once, their scripts go out together as
 // pipelines of the client, several on the wire at once (WithAutoPipeline),
 // so throughput under concurrency is bounded by Redis's script execution
-// rather than by system calls; while fewer than four calls are out, each
+// rather than by system calls; while fewer than eight calls are out, each
 // is sent at once on its own. Backend.AcquireMany takes a set of
 // keys in one script call per node (lockx's ManyAcquirer, behind
 // Client.AcquireMany), and the watchdog renews every due lock in one

@@ -126,7 +126,7 @@ func clockTokens() Option { return func(c *config) { c.clockTokens = true } }
 
 // WithAutoPipeline turns the batching of concurrent calls on or off
 // (default on). On, a call goes straight to the client, alone, while fewer
-// than four calls or pipelines of the backend are on the wire (per node),
+// than eight calls or pipelines of the backend are on the wire (per node),
 // so with few callers nothing waits to be batched; beyond that the calls of
 // the goroutines under way at once queue and go out together as one
 // pipeline of the client (through its hooks) when a flight comes back, with
