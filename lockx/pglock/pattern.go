@@ -53,7 +53,7 @@ func (b *Backend) patternLock(kind int, key string) int64 {
 // it is missing and auto-migration is on. fn sends its statements in
 // batches (one round trip each); a batch that starts with sqlBegin opens a
 // transaction that a later batch commits, and its first statements take
-// the key's decision lock (sqlDecide) and purge expired rows (sqlPurge). A
+// the key's decision lock and purge expired rows (semHead, sqlPurge). A
 // connection left inside a transaction by an error is destroyed by the pool
 // on release, which rolls the transaction back.
 func (b *Backend) patternTx(ctx context.Context, op string, kind int, key string, fn func(c *pgx.Conn, hash, lock int64) error) error {
@@ -96,20 +96,14 @@ func (b *Backend) patternTx(ctx context.Context, op string, kind int, key string
 	return backendkit.Unavailable(op, usageError(err, b.names))
 }
 
-// The fixed head of a decision: take the key's decision lock, then drop
-// its expired holds and queue entries.
+// sqlPurge drops a key's expired holds and queue entries, in a decision
+// after the key's decision lock (semHead): a statement of its own, so that
+// its snapshot is taken once the lock is held.
 const (
-	sqlDecide = `SELECT pg_advisory_xact_lock($1)`
-	sqlPurge  = `WITH a AS (DELETE FROM {pheld} WHERE kind = $1 AND hash = $2 AND expires <= clock_timestamp()),
+	sqlPurge = `WITH a AS (DELETE FROM {pheld} WHERE kind = $1 AND hash = $2 AND expires <= clock_timestamp()),
 		b AS (DELETE FROM {pqueue} WHERE kind = $1 AND hash = $2 AND expires <= clock_timestamp())
 		SELECT 1`
 )
-
-// head queues the decision lock and the purge of a key on batch.
-func (b *Backend) head(batch *pgx.Batch, kind int, hash, lock int64) {
-	batch.Queue(sqlDecide, lock)
-	batch.Queue(b.names.expandPattern(sqlPurge), kind, hash)
-}
 
 func (b *Backend) queueTTL(d time.Duration) time.Duration {
 	if d <= 0 {

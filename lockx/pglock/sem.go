@@ -173,8 +173,9 @@ const sqlConfirmPermits = `WITH u AS (SELECT coalesce(sum(count), 0)::int8 AS us
 // every 32 values, and would otherwise hold the decision lock for a disk
 // flush — then the decision lock and the purge (head).
 func (b *Backend) semHead(batch *pgx.Batch, hash, lock int64) {
-	batch.Queue(`SELECT set_config('synchronous_commit', CASE WHEN EXISTS (SELECT 1 FROM ` + b.names.epoch + `) THEN 'off' ELSE 'on' END, true)`)
-	b.head(batch, kindSem, hash, lock)
+	batch.Queue(`SELECT set_config('synchronous_commit', CASE WHEN EXISTS (SELECT 1 FROM `+b.names.epoch+`) THEN 'off' ELSE 'on' END, true),
+		pg_advisory_xact_lock($1)`, lock)
+	batch.Queue(b.names.expandPattern(sqlPurge), kindSem, hash)
 }
 
 // semHandOver grants the queued requests (other than $3's) that fit after
@@ -243,7 +244,7 @@ var sqlPermits = `WITH u AS (SELECT coalesce(sum(count), 0)::int8 AS used FROM {
 		AND (SELECT used FROM u) <= $8::int8 RETURNING token),
 	st AS (SELECT
 		(SELECT used FROM u) AS used,
-		CASE WHEN $5::bool THEN (SELECT coalesce(sum(count), 0)::int8 FROM {pqueue}
+		CASE WHEN $5::bool AND (SELECT used FROM u) + $7::int8 <= $8::int8 THEN (SELECT coalesce(sum(count), 0)::int8 FROM {pqueue}
 			WHERE kind = $1 AND hash = $2 AND owner <> $3 AND seq < coalesce(` + sqlOwnSeq + `, 9223372036854775807)) ELSE 0 END AS ahead,
 		(SELECT (extract(epoch FROM min(expires) - clock_timestamp()) * 1000)::int8 FROM {pheld} WHERE kind = $1 AND hash = $2) AS ttl,
 		EXISTS (SELECT 1 FROM own) AS mine),
