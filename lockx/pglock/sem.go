@@ -85,6 +85,23 @@ func (b *Backend) AcquirePermits(ctx context.Context, req driver.PermitRequest) 
 	seq, listening := b.refs.mark(b)
 	var res driver.Result
 	var queued int64
+	// Under contention most attempts are refused and queued: while this
+	// Backend has waiters queued on the key, an attempt first tries the
+	// short refusal (sqlQueuePermits), and decides in full only if that
+	// finds the request could fit (or the owner holds permits).
+	if b.semContended(hash) {
+		refused, err := b.semQueueUp(ctx, hash, req, &res, &queued)
+		if err != nil {
+			return driver.Result{}, err
+		}
+		if refused {
+			if queued > 0 {
+				b.semQueued(hash, owner, seq, req)
+			}
+			b.noteAnswer(req.Request, ask, res, seq, listening)
+			return res, nil
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		var over bool
 		var h semHanded
@@ -134,6 +151,54 @@ func (b *Backend) AcquirePermits(ctx context.Context, req driver.PermitRequest) 
 	b.noteAnswer(req.Request, ask, res, seq, listening)
 	return res, nil
 }
+
+// semContended reports whether this Backend has waiters queued on hash: an
+// attempt on the key is then most likely refused.
+func (b *Backend) semContended(hash int64) bool {
+	s := &b.sem
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.waits[hash]) > 0
+}
+
+// semQueueUp is a decision that can only refuse: if the permits in use plus
+// req's count exceed req's limit and the owner holds none, the request is
+// refused whatever is queued ahead of it — as the full decision
+// (sqlPermits) would refuse it — and queued if it waits. refused is false
+// if the full decision must be made. It costs a fraction of the full
+// decision's statement, whose plan (grant, renewal, hand-over, wake-up)
+// is mostly set up for nothing when the answer is a refusal.
+func (b *Backend) semQueueUp(ctx context.Context, hash int64, req driver.PermitRequest, res *driver.Result, queued *int64) (refused bool, err error) {
+	err = b.semDecide(ctx, "acquire permits", req.Key, func(batch *pgx.Batch) {
+		batch.Queue(b.names.expandPattern(sqlQueuePermits), kindSem, hash, []byte(req.Owner), req.Count, req.Limit, req.Wait,
+			ms(b.queueTTL(req.QueueTTL))).QueryRow(func(row pgx.Row) error {
+			var ttl *int64
+			if err := row.Scan(&refused, &ttl, queued); err != nil {
+				return err
+			}
+			if refused && ttl != nil {
+				res.TTL = time.Duration(max(*ttl, 0)) * time.Millisecond
+			}
+			return nil
+		})
+	})
+	return refused, err
+}
+
+// sqlQueuePermits refuses owner $3's request for $4 permits under limit $5
+// if the permits in use leave no room for it and the owner holds none, and
+// then queues it (or refreshes its entry, keeping its place) when it waits
+// ($6) for $7 ms, exactly as sqlPermits does for a refusal. Returns whether
+// it refused, the earliest lease's remaining ms and whether it queued.
+var sqlQueuePermits = `WITH u AS (SELECT coalesce(sum(count), 0)::int8 AS used,
+		(extract(epoch FROM min(expires) - clock_timestamp()) * 1000)::int8 AS ttl FROM {pheld} WHERE kind = $1::int2 AND hash = $2::int8),
+	r AS (SELECT u.used + $4::int8 > $5::int8 AND NOT EXISTS (SELECT 1 FROM {pheld}
+		WHERE kind = $1 AND hash = $2 AND owner = $3::bytea AND mode = 3) AS refuse, u.ttl FROM u),
+	enq AS (INSERT INTO {pqueue} (kind, hash, owner, mode, count, seq, expires, lim)
+		SELECT $1, $2, $3, 3, $4, {fence}, clock_timestamp() + $7::int8 * interval '1 millisecond', $5 FROM r WHERE r.refuse AND $6::bool
+		ON CONFLICT (kind, hash, owner) DO UPDATE SET mode = EXCLUDED.mode, count = EXCLUDED.count, expires = EXCLUDED.expires, lim = EXCLUDED.lim
+		RETURNING 1)
+	SELECT r.refuse, r.ttl, (SELECT count(*) FROM enq) FROM r`
 
 // semConfirm starts the lease of a grant handed over to owner and returns
 // its token, or 0 if owner holds no permits of key. It needs no decision
