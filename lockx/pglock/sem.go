@@ -29,7 +29,9 @@ import (
 // queues the waiter, and the release that hands it on) and one unserialised
 // statement, where it cost three decisions before (the queueing attempt, a
 // granting attempt racing the other woken waiters for the decision lock,
-// the release). Until it is confirmed, a handed-over grant keeps the queue
+// the release). While the Backend already has waiters queued on the key,
+// the attempt that queues one more is a short statement (semQueueUp) rather
+// than the full decision. Until it is confirmed, a handed-over grant keeps the queue
 // entry's expiry, so a waiter that died while queued returns it within its
 // queue TTL.
 
