@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -186,6 +187,33 @@ func (s *session) take() []*op {
 	return batch
 }
 
+// settle lets the callers of the last batch come back before the next batch
+// is taken. Its results woke them, and most queue their next statement at
+// once (a release after a grant); taken at once, the queue would hold the
+// first of them only, and one round trip would carry one statement while
+// the rest queue behind it. So while fewer ops are queued than the last
+// batch carried, the session goroutine yields to runnable goroutines — at
+// most twice, and never waits: callers that do not come back cost it two
+// yields, not a delay. Batches fill, and the server spends less per lock
+// (32 goroutines on distinct keys, 2 sessions: 7–8 → 12 ops per round
+// trip, 28 → 21 µs of server CPU per acquire + release). After a batch of
+// one op nothing is to be gained: a lone caller's next op wakes the session
+// as before, and so does every handoff of a hot key.
+func (s *session) settle(last int) {
+	if last < 2 {
+		return
+	}
+	for range 2 {
+		s.mu.Lock()
+		n := len(s.queue)
+		s.mu.Unlock()
+		if n >= last {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
 // run is the session's goroutine. It ends when the session dies or the
 // Backend closes.
 func (s *session) run() {
@@ -210,12 +238,15 @@ func (s *session) run() {
 				s.enqueue(&op{stmt: stSweep, fin: func(result) {}})
 			}
 		}
+		last := 0
 		for {
 			if s.isKilled() {
 				s.die(errKilled, nil)
 				return
 			}
+			s.settle(last)
 			batch := s.take()
+			last = len(batch)
 			if len(batch) == 0 {
 				break
 			}
