@@ -222,9 +222,9 @@ func issue31Targets(rs Results) []target {
 		}
 		seq := ratioTarget("31", text, lx, best, mRate, 1.0, why)
 		if !slices.Contains(pairedUncontended, n) {
-			// The floor of a lock with fencing tokens, measured in the
-			// same run: where many callers make the server the bottleneck,
-			// its two scripts, not the client, set the rate.
+			// Beside the token-less peers, the floor of a lock with
+			// fencing tokens (raw go-redis running the two scripts such a
+			// lock needs), measured in the same run.
 			out = append(out, seq, ratioTarget("31", "uncontended, "+g+": lockx within 10 % of the floor of a fenced lock (≥ 0.9×), where the target above is beyond it",
 				lx, rs.find(scalingSection, g, nameFencedFloor), mRate, 0.9, why))
 			continue
