@@ -91,20 +91,14 @@ func (b *Backend) AcquirePermits(ctx context.Context, req driver.PermitRequest) 
 	// Backend has waiters queued on the key, an attempt first tries the
 	// short refusal (sqlQueuePermits), and decides in full only if that
 	// finds the request could fit (or the owner holds permits).
+	refused := false
 	if b.semContended(hash) {
-		refused, err := b.semQueueUp(ctx, hash, req, &res, &queued)
-		if err != nil {
+		var err error
+		if refused, res.TTL, queued, err = b.semQueueUp(ctx, hash, req); err != nil {
 			return driver.Result{}, err
 		}
-		if refused {
-			if queued > 0 {
-				b.semQueued(hash, owner, seq, req)
-			}
-			b.noteAnswer(req.Request, ask, res, seq, listening)
-			return res, nil
-		}
 	}
-	for attempt := 0; ; attempt++ {
+	for attempt := 0; !refused; attempt++ {
 		var over bool
 		var h semHanded
 		err := b.semDecide(ctx, "acquire permits", req.Key, func(batch *pgx.Batch) {
@@ -169,22 +163,23 @@ func (b *Backend) semContended(hash int64) bool {
 // (sqlPermits) would refuse it — and queued if it waits. refused is false
 // if the full decision must be made. It costs a fraction of the full
 // decision's statement, whose plan (grant, renewal, hand-over, wake-up)
-// is mostly set up for nothing when the answer is a refusal.
-func (b *Backend) semQueueUp(ctx context.Context, hash int64, req driver.PermitRequest, res *driver.Result, queued *int64) (refused bool, err error) {
+// is mostly set up for nothing when the answer is a refusal. With refused
+// it returns the earliest lease's remaining time and whether it queued.
+func (b *Backend) semQueueUp(ctx context.Context, hash int64, req driver.PermitRequest) (refused bool, ttl time.Duration, queued int64, err error) {
 	err = b.semDecide(ctx, "acquire permits", req.Key, func(batch *pgx.Batch) {
 		batch.Queue(b.names.expandPattern(sqlQueuePermits), kindSem, hash, []byte(req.Owner), req.Count, req.Limit, req.Wait,
 			ms(b.queueTTL(req.QueueTTL))).QueryRow(func(row pgx.Row) error {
-			var ttl *int64
-			if err := row.Scan(&refused, &ttl, queued); err != nil {
+			var left *int64
+			if err := row.Scan(&refused, &left, &queued); err != nil {
 				return err
 			}
-			if refused && ttl != nil {
-				res.TTL = time.Duration(max(*ttl, 0)) * time.Millisecond
+			if refused && left != nil {
+				ttl = time.Duration(max(*left, 0)) * time.Millisecond
 			}
 			return nil
 		})
 	})
-	return refused, err
+	return refused, ttl, queued, err
 }
 
 // sqlQueuePermits refuses owner $3's request for $4 permits under limit $5
@@ -196,11 +191,19 @@ var sqlQueuePermits = `WITH u AS (SELECT coalesce(sum(count), 0)::int8 AS used,
 		(extract(epoch FROM min(expires) - clock_timestamp()) * 1000)::int8 AS ttl FROM {pheld} WHERE kind = $1::int2 AND hash = $2::int8),
 	r AS (SELECT u.used + $4::int8 > $5::int8 AND NOT EXISTS (SELECT 1 FROM {pheld}
 		WHERE kind = $1 AND hash = $2 AND owner = $3::bytea AND mode = 3) AS refuse, u.ttl FROM u),
-	enq AS (INSERT INTO {pqueue} (kind, hash, owner, mode, count, seq, expires, lim)
-		SELECT $1, $2, $3, 3, $4, {fence}, clock_timestamp() + $7::int8 * interval '1 millisecond', $5 FROM r WHERE r.refuse AND $6::bool
-		ON CONFLICT (kind, hash, owner) DO UPDATE SET mode = EXCLUDED.mode, count = EXCLUDED.count, expires = EXCLUDED.expires, lim = EXCLUDED.lim
-		RETURNING 1)
+	enq AS (` + semEnqueue("$4", "$5", "$7", "r WHERE r.refuse AND $6::bool") + `)
 	SELECT r.refuse, r.ttl, (SELECT count(*) FROM enq) FROM r`
+
+// semEnqueue queues owner $3 of key ($1, $2) for count permits under its
+// limit lim, for qttl ms, from the rows of from (a refusal that waits), or
+// refreshes its entry, keeping its place: the queueing of sqlPermits and
+// of the short refusal (sqlQueuePermits), one text so they cannot differ.
+func semEnqueue(count, lim, qttl, from string) string {
+	return `INSERT INTO {pqueue} (kind, hash, owner, mode, count, seq, expires, lim)
+		SELECT $1, $2, $3, 3, ` + count + `, {fence}, clock_timestamp() + ` + qttl + `::int8 * interval '1 millisecond', ` + lim + ` FROM ` + from + `
+		ON CONFLICT (kind, hash, owner) DO UPDATE SET mode = EXCLUDED.mode, count = EXCLUDED.count, expires = EXCLUDED.expires, lim = EXCLUDED.lim
+		RETURNING 1`
+}
 
 // semConfirm starts the lease of a grant handed over to owner and returns
 // its token, or 0 if owner holds no permits of key. It needs no decision
@@ -238,7 +241,8 @@ const sqlConfirmPermits = `WITH u AS (SELECT coalesce(sum(count), 0)::int8 AS us
 // sequence was moved past anything a crash could have un-issued
 // (fence_guard.go) — a grant draws its token with nextval, which writes WAL
 // every 32 values, and would otherwise hold the decision lock for a disk
-// flush — then the decision lock and the purge (head).
+// flush — with the key's decision lock in the same statement, then the
+// purge (sqlPurge), a statement of its own so its snapshot follows the lock.
 func (b *Backend) semHead(batch *pgx.Batch, hash, lock int64) {
 	batch.Queue(`SELECT set_config('synchronous_commit', CASE WHEN EXISTS (SELECT 1 FROM `+b.names.epoch+`) THEN 'off' ELSE 'on' END, true),
 		pg_advisory_xact_lock($1)`, lock)
@@ -320,10 +324,7 @@ var sqlPermits = `WITH u AS (SELECT coalesce(sum(count), 0)::int8 AS used FROM {
 	ins AS (INSERT INTO {pheld} (kind, hash, owner, mode, count, token, expires)
 		SELECT $1, $2, $3, 3, $7, {fence}, clock_timestamp() + $4::int8 * interval '1 millisecond' FROM d WHERE ok
 		RETURNING token),
-	enq AS (INSERT INTO {pqueue} (kind, hash, owner, mode, count, seq, expires, lim)
-		SELECT $1, $2, $3, 3, $7, {fence}, clock_timestamp() + $10::int8 * interval '1 millisecond', $8 FROM d WHERE refuse AND $9::bool
-		ON CONFLICT (kind, hash, owner) DO UPDATE SET mode = EXCLUDED.mode, count = EXCLUDED.count, expires = EXCLUDED.expires, lim = EXCLUDED.lim
-		RETURNING 1),
+	enq AS (` + semEnqueue("$7", "$8", "$10", "d WHERE refuse AND $9::bool") + `),
 	deq AS (DELETE FROM {pqueue} WHERE kind = $1 AND hash = $2 AND owner = $3 AND (SELECT ok FROM d) RETURNING 1),
 	` + semHandOver("(SELECT used + $7 FROM d WHERE ok)", "$12::bytea[]", "$13::int8[]") + `
 	SELECT (SELECT token FROM own), (SELECT token FROM ins), d.ttl, (SELECT count(*) FROM enq),
