@@ -102,7 +102,13 @@ func WithWatchdog(lease time.Duration) Option {
 // once d has passed, whatever the backend does — down, hanging or slow, a
 // call still in flight is cut off at the budget (and whatever it obtains
 // later is released), so Acquire returns within d plus a few milliseconds.
-// Zero (the default) waits until the context ends.
+// To keep that promise whatever the backend does, each backend call of the
+// wait runs on a goroutine of its own, which a hot key pays for in
+// handoffs (about 8 % on Redis; docs/backends.md, "A wait budget costs a
+// hop"). A deadline on the context bounds the wait without that cost, as
+// tightly as the backend honours it (pglock at once; go-redis only with
+// its ContextTimeoutEnabled option, else after its read timeout). Zero (the
+// default) waits until the context ends.
 func WithWait(d time.Duration) Option {
 	return func(c *config) {
 		if d < 0 {
