@@ -245,6 +245,9 @@ func testObserve(t *testing.T, newClient NewClient) {
 		poll  = 20 * time.Millisecond
 		hold  = 250 * time.Millisecond // ≫ poll: every term is seen
 		terms = 6
+		// observeCap bounds how long a holder waits for the observer to
+		// report its term.
+		observeCap = 10 * time.Second
 	)
 	tctx := ctxT(t)
 	ctx, cancel := context.WithCancel(tctx) // the candidates'
@@ -261,6 +264,11 @@ func testObserve(t *testing.T, newClient NewClient) {
 		seen   []leader.Info
 		vacant = make(chan struct{}, 1)
 	)
+	observedTerm := func(term lockx.Token) bool {
+		smu.Lock()
+		defer smu.Unlock()
+		return slices.ContainsFunc(seen, func(info leader.Info) bool { return info.Term == term })
+	}
 	odone := make(chan struct{})
 	go func() {
 		defer close(odone)
@@ -304,10 +312,29 @@ func testObserve(t *testing.T, newClient NewClient) {
 					return
 				}
 				s := span{id: i, term: tm.Token(), call: call, ret: now()}
-				select {
-				case <-time.After(hold):
-				case <-tm.Done():
-					errs <- fmt.Errorf("cand-%d lost term %d: %v", i, tm.Token(), context.Cause(tm.Context()))
+				// Hold the term for hold, and on until the observer has
+				// reported it (observeCap at most): a polling observer starved
+				// of CPU for longer than a term (a loaded CI machine) would
+				// otherwise miss it through no fault of Observe's. A term
+				// Observe never reports is still held only observeCap, and the
+				// check below fails.
+				held := time.After(hold)
+				capped := time.After(observeCap)
+			holding:
+				for minDone := false; ; {
+					select {
+					case <-held:
+						minDone = true
+					case <-capped:
+						break holding
+					case <-tm.Done():
+						errs <- fmt.Errorf("cand-%d lost term %d: %v", i, tm.Token(), context.Cause(tm.Context()))
+						break holding
+					case <-time.After(poll):
+					}
+					if minDone && observedTerm(tm.Token()) {
+						break
+					}
 				}
 				s.rcall = now()
 				err = tm.Resign(context.WithoutCancel(ctx))
