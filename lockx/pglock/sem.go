@@ -31,9 +31,9 @@ import (
 // granting attempt racing the other woken waiters for the decision lock,
 // the release). While the Backend already has waiters queued on the key,
 // the attempt that queues one more is a short statement (semQueueUp) rather
-// than the full decision. Until it is confirmed, a handed-over grant keeps the queue
-// entry's expiry, so a waiter that died while queued returns it within its
-// queue TTL.
+// than the full decision. Until it is confirmed, a handed-over grant keeps
+// the queue entry's expiry, so a waiter that died while queued returns it
+// within its queue TTL.
 
 // namedAfter reports whether a notification after seq named owner (or woke
 // every watcher after a reconnection).
@@ -188,11 +188,16 @@ func (b *Backend) semQueueUp(ctx context.Context, hash int64, req driver.PermitR
 // ($6) for $7 ms, exactly as sqlPermits does for a refusal. Returns whether
 // it refused, the earliest lease's remaining ms and whether it queued.
 var sqlQueuePermits = `WITH u AS (SELECT coalesce(sum(count), 0)::int8 AS used,
-		(extract(epoch FROM min(expires) - clock_timestamp()) * 1000)::int8 AS ttl FROM {pheld} WHERE kind = $1::int2 AND hash = $2::int8),
+		` + sqlSemLeftMS + ` AS ttl FROM {pheld} WHERE kind = $1::int2 AND hash = $2::int8),
 	r AS (SELECT u.used + $4::int8 > $5::int8 AND NOT EXISTS (SELECT 1 FROM {pheld}
 		WHERE kind = $1 AND hash = $2 AND owner = $3::bytea AND mode = 3) AS refuse, u.ttl FROM u),
 	enq AS (` + semEnqueue("$4", "$5", "$7", "r WHERE r.refuse AND $6::bool") + `)
 	SELECT r.refuse, r.ttl, (SELECT count(*) FROM enq) FROM r`
+
+// sqlSemLeftMS, over a key's held permits, is the ms left of the earliest
+// lease: the TTL a refusal reports, by the full decision (sqlPermits) and
+// the short refusal (sqlQueuePermits) alike.
+const sqlSemLeftMS = `(extract(epoch FROM min(expires) - clock_timestamp()) * 1000)::int8`
 
 // semEnqueue queues owner $3 of key ($1, $2) for count permits under its
 // limit lim, for qttl ms, from the rows of from (a refusal that waits), or
@@ -317,7 +322,7 @@ var sqlPermits = `WITH u AS (SELECT coalesce(sum(count), 0)::int8 AS used FROM {
 		(SELECT used FROM u) AS used,
 		CASE WHEN $5::bool AND (SELECT used FROM u) + $7::int8 <= $8::int8 THEN (SELECT coalesce(sum(count), 0)::int8 FROM {pqueue}
 			WHERE kind = $1 AND hash = $2 AND owner <> $3 AND seq < coalesce(` + sqlOwnSeq + `, 9223372036854775807)) ELSE 0 END AS ahead,
-		(SELECT (extract(epoch FROM min(expires) - clock_timestamp()) * 1000)::int8 FROM {pheld} WHERE kind = $1 AND hash = $2) AS ttl,
+		(SELECT ` + sqlSemLeftMS + ` FROM {pheld} WHERE kind = $1 AND hash = $2) AS ttl,
 		EXISTS (SELECT 1 FROM own) AS mine),
 	d AS (SELECT NOT mine AND used + ahead + $7::int8 <= $8::int8 AS ok,
 		NOT mine AND used + ahead + $7::int8 > $8::int8 AS refuse, used, ttl FROM st),
