@@ -318,12 +318,12 @@ func testObserve(t *testing.T, newClient NewClient) {
 				// otherwise miss it through no fault of Observe's. A term
 				// Observe never reports is still held only observeCap, and the
 				// check below fails.
-				held := time.After(hold)
+				minHold := time.After(hold)
 				capped := time.After(observeCap)
 			holding:
 				for minDone := false; ; {
 					select {
-					case <-held:
+					case <-minHold:
 						minDone = true
 					case <-capped:
 						break holding
