@@ -198,6 +198,45 @@ func TestWatchdogBatchesRenewals(t *testing.T) {
 	}
 }
 
+// TestWatchdogLingers: the watchdog's goroutine outlives the last lock it
+// renews for a while, so that a client taking and freeing locks in turn (a
+// hot key's waiter) does not start a goroutine for every lock; once it has
+// found no lock for that long, the goroutine ends.
+func TestWatchdogLingers(t *testing.T) {
+	c := lockx.New(memlock.New())
+	defer c.Close()
+	lockx.SetWatchdogLinger(c, 10*time.Second)
+	ctx := context.Background()
+	for i := 0; i < 20; i++ {
+		l, err := c.Acquire(ctx, "turns")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Long enough for the loop to run and find no lock to renew.
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := lockx.WatchdogStarts(c); n != 1 {
+		t.Fatalf("20 locks in turn started the watchdog goroutine %d times, want 1", n)
+	}
+	// A short lease, so that the loop wakes soon after its release.
+	lockx.SetWatchdogLinger(c, 20*time.Millisecond)
+	l, err := c.Acquire(ctx, "last", lockx.WithWatchdog(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); lockx.WatchdogRunning(c); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the watchdog goroutine still runs 5 s after its last lock (linger 20 ms)")
+		}
+	}
+}
+
 // TestWatchdogWokenOnlyForEarlierRenewals: a lock whose renewal falls after
 // the watchdog's next wake-up does not wake it (a wake-up per Acquire was a
 // goroutine switch on every hot-key handoff); a lock due earlier does, and

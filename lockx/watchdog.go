@@ -11,8 +11,8 @@ import (
 )
 
 // watchdog renews the leases of a client's watchdog-mode locks at lease/3.
-// One goroutine per client serves every lock; it runs only while there is a
-// lock to renew, and renews all locks that are due (or nearly due) together,
+// One goroutine per client serves every lock; it runs while there is a lock
+// to renew, and for watchdogLinger after the last one went, and renews all locks that are due (or nearly due) together,
 // in one round trip when the backend is a BatchExtender — or in one round
 // trip per independent group, concurrently, when it is also an
 // ExtendPartitioner (renew).
@@ -24,19 +24,25 @@ type watchdog struct {
 	// wakeAt is when the sleeping loop wakes next (zero while it is
 	// awake): add kicks it only for a hold due before that, so taking a
 	// lock whose renewal comes after the next wake-up costs no wake-up.
-	wakeAt  time.Time
-	kicks   atomic.Int64 // wake-ups by kick (tests)
-	kick    chan struct{}
-	base    context.Context // cancelled by stop: ends the loop and in-flight renewals
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	stopped bool
+	wakeAt time.Time
+	// idleSince is when the loop first found no lock to renew (zero while
+	// it has some): it ends once that has lasted watchdogLinger.
+	idleSince time.Time
+	linger    time.Duration // watchdogLinger; tests shorten it
+	starts    atomic.Int64  // goroutines started (tests)
+	kicks     atomic.Int64  // wake-ups by kick (tests)
+	kick      chan struct{}
+	base      context.Context // cancelled by stop: ends the loop and in-flight renewals
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	stopped   bool
 }
 
 func (w *watchdog) init(c *Client) {
 	w.c = c
 	w.set = make(map[*hold]struct{})
 	w.kick = make(chan struct{}, 1)
+	w.linger = watchdogLinger
 	w.base, w.cancel = context.WithCancel(context.Background())
 }
 
@@ -51,6 +57,7 @@ func (w *watchdog) add(h *hold) {
 		w.running = true
 		w.wakeAt = time.Time{}
 		w.wg.Add(1)
+		w.starts.Add(1)
 		go w.loop()
 		return
 	}
@@ -90,6 +97,14 @@ func (w *watchdog) stop() {
 // time is what makes batches: locks taken a few milliseconds apart would
 // otherwise each get a round trip of their own in every period.
 const batchWindow = 12
+
+// watchdogLinger is how long the loop goes on after it first found no lock
+// to renew (it looks when it wakes, for a renewal or a kick). A
+// goroutine that ended with every release would be started again by the
+// next acquisition: on a hot key, where a client takes and frees a lock
+// many times a second and often frees it before the new goroutine has run,
+// that is a goroutine started (and a thread woken for it) per acquisition.
+const watchdogLinger = time.Second
 
 // renewWake is when the loop wakes for h's renewal: one window before it is
 // due (collect then renews it with every lock due within the next window).
@@ -132,10 +147,23 @@ func (w *watchdog) loop() {
 func (w *watchdog) collect(now time.Time) (due []*hold, wait time.Duration, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.stopped || len(w.set) == 0 {
+	if w.stopped {
 		w.running = false
 		return nil, 0, false
 	}
+	if len(w.set) == 0 {
+		if w.idleSince.IsZero() {
+			w.idleSince = now
+		}
+		if idle := now.Sub(w.idleSince); idle < w.linger {
+			w.wakeAt = now.Add(w.linger - idle)
+			return nil, w.linger - idle, true
+		}
+		w.running = false
+		w.idleSince = time.Time{}
+		return nil, 0, false
+	}
+	w.idleSince = time.Time{}
 	wait = time.Hour
 	for h := range w.set {
 		h.mu.Lock()
