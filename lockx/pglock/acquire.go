@@ -61,6 +61,9 @@ func (b *Backend) acquire(ctx context.Context, req driver.Request, shared bool) 
 			return driver.Result{}, backendkit.Unavailable("acquire", err)
 		}
 		a := b.attempt(ctx, s, hash, req, shared, mayBlock)
+		if a.drive != nil {
+			a.ds.driveWait(ctx, a.drive)
+		}
 		if a.flag != nil {
 			// A waiter that will be woken by NOTIFY: its process must hold
 			// the wait flag before the attempt is sent.
@@ -121,6 +124,8 @@ type attemptResult struct {
 	retry bool
 	err   error
 	flag  *watcher
+	drive *op // to run on ds by the caller (session.claim)
+	ds    *session
 }
 
 // attempt decides in process what it can (re-grant, refusal because this
@@ -235,6 +240,10 @@ func (b *Backend) attempt(ctx context.Context, s *session, hash int64, req drive
 		o.group = &groupArgs{kind: groupAcquire, hash: hash, key: []byte(req.Key), owner: []byte(req.Owner), leaseMS: ms(req.Lease)}
 	}
 	o.fin = func(r result) { b.granted(s, sl, p, hash, req, shared, now, r) }
+	if ws != nil && ws.claim() {
+		b.mu.Unlock()
+		return attemptResult{p: p, drive: o, ds: ws}
+	}
 	if !s.enqueue(o) {
 		s.busy = false
 		sl.pending = nil

@@ -257,7 +257,9 @@ func (b *Backend) connect(ctx context.Context, idx int) (*session, error) {
 		}
 		return nil, usageError(err, b.names)
 	}
-	return &session{b: b, idx: idx, release: release, pg: pg, pid: pg.PID(), wake: make(chan struct{}, 1), waiting: idx >= b.cfg.sessions}, nil
+	s := &session{b: b, idx: idx, release: release, pg: pg, pid: pg.PID(), wake: make(chan struct{}, 1), waiting: idx >= b.cfg.sessions}
+	s.undriven = sync.NewCond(&s.mu)
+	return s, nil
 }
 
 // dial opens session idx's connection: from the pool for the holder

@@ -143,19 +143,10 @@ func TestTerminateAllSessionsTokensIncrease(t *testing.T) {
 	case <-time.After(35 * time.Second):
 		t.Fatal("lock held through the restart was not reported lost")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		// The pool may hand out a connection that died with the others
-		// before noticing; the first attempts may fail as unavailable.
-		l, err := c.TryAcquire(ctxT(t, 5*time.Second), "probe")
-		if err == nil {
-			_ = l.Release(context.Background())
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("backend did not recover: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	// The pool may hand out a connection that died with the others before
+	// noticing; the first attempts may fail as unavailable.
+	if err := tryUntil(t, c, "probe", 10*time.Second); err != nil {
+		t.Fatalf("backend did not recover: %v", err)
 	}
 	round()
 }
@@ -240,4 +231,98 @@ func TestFenceGuardAfterReset(t *testing.T) {
 		t.Fatalf("token with the marker present %d, want just above %d", t3, t2)
 	}
 	t.Logf("tokens %d, after reset %d, then %d", t1, t2, t3)
+}
+
+// A waiter blocked in the server on its wait session reads its grant on its
+// own goroutine; when its context ends it returns at once, although the
+// statement waits on in the server (here for a 30 s wait slice): the read
+// is cut and the session's goroutine takes it up. The session survives
+// every cut (the same server process waits each time), and the grant that
+// lands for a caller long gone is given back, so the key is free once its
+// holder releases it.
+func TestCutWaitKeepsWaitSession(t *testing.T) {
+	e := newEnv(t, 20)
+	holder, _ := e.client(t)
+	waiter, _ := e.client(t, pglock.WithWaitSlice(30*time.Second), pglock.WithStatementTimeout(time.Minute))
+	third, _ := e.client(t)
+	held, err := holder.Acquire(ctxT(t, 5*time.Second), "cut")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The pid of the session waiting for an advisory lock in the server.
+	blocked := func() int {
+		t.Helper()
+		q := `SELECT a.pid FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND NOT l.granted AND a.application_name = $1`
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			var pid int
+			err := e.pool.QueryRow(ctxT(t, 5*time.Second), q, e.schema).Scan(&pid)
+			if err == nil {
+				return pid
+			}
+			if !errors.Is(err, pgx.ErrNoRows) || time.Now().After(deadline) {
+				t.Fatalf("no session waits in the server: %v", err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	first := 0
+	for i := 0; i < 5; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			_, err := waiter.Acquire(ctx, "cut")
+			done <- err
+		}()
+		pid := blocked()
+		if first == 0 {
+			first = pid
+		} else if pid != first {
+			t.Fatalf("round %d: the waiter blocks on session %d, before on %d", i, pid, first)
+		}
+		cancel()
+		select {
+		case err := <-done:
+			if !errors.Is(err, lockx.ErrNotAcquired) {
+				t.Fatalf("round %d: Acquire after its context ended = %v", i, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: Acquire did not return within 10 s of its context's end (wait slice 30 s)", i)
+		}
+		if i < 4 {
+			// The statement still waits; the next round's waits behind it
+			// only once it ends, so end it: hand the key over and back.
+			_ = held.Release(context.Background())
+			if err := tryUntil(t, third, "cut", 10*time.Second); err != nil {
+				t.Fatalf("round %d: the late grant was not given back: %v", i, err)
+			}
+			if held, err = holder.Acquire(ctxT(t, 5*time.Second), "cut"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	_ = held.Release(context.Background())
+	l, err := waiter.Acquire(ctxT(t, 10*time.Second), "cut")
+	if err != nil {
+		t.Fatalf("Acquire after the cut waits: %v", err)
+	}
+	_ = l.Release(context.Background())
+}
+
+// tryUntil tries c's lock of key until it gets it (and releases it at once)
+// or d has passed, and returns the last attempt's error.
+func tryUntil(t *testing.T, c *lockx.Client, key string, d time.Duration) error {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		l, err := c.TryAcquire(ctxT(t, 5*time.Second), key)
+		if err == nil {
+			return l.Release(context.Background())
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

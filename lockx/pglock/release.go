@@ -56,9 +56,14 @@ func (b *Backend) Release(ctx context.Context, key string, owner driver.Owner) e
 	h.loss.Drop()
 	s := h.sess
 	var ch chan result
+	var drive *op
 	if !h.shared || len(sl.shared) == 0 {
 		ch = make(chan result, 1)
-		if !b.releaseOp(s, hash, owner, h.shared, h.published, ch) {
+		o := b.releaseStmt(hash, owner, h.shared, h.published, ch)
+		switch {
+		case s.waiting && s.claim():
+			drive = o
+		case !s.enqueue(o):
 			ch = nil // the session died: the server freed the lock with it
 		}
 	}
@@ -68,6 +73,9 @@ func (b *Backend) Release(ctx context.Context, key string, owner driver.Owner) e
 	// names the queue's head.
 	b.wakeReleasedLocked(hash)
 	b.mu.Unlock()
+	if drive != nil {
+		s.drive([]*op{drive})
+	}
 	if ch != nil {
 		if r := await(ch); r.err != nil && !s.isDead() {
 			// Whether the unlock ran is unknown, and another owner of this
@@ -84,6 +92,11 @@ func (b *Backend) Release(ctx context.Context, key string, owner driver.Owner) e
 // waiters if any, and — for a hold whose row was written (published) while
 // grants defer their rows — mark the row released. Callers hold b.mu.
 func (b *Backend) releaseOp(s *session, hash int64, owner driver.Owner, shared, published bool, ch chan result) bool {
+	return s.enqueue(b.releaseStmt(hash, owner, shared, published, ch))
+}
+
+// releaseStmt is releaseOp's op.
+func (b *Backend) releaseStmt(hash int64, owner driver.Owner, shared, published bool, ch chan result) *op {
 	w1, w2 := waitFlag(hash)
 	stmt := stRelease
 	switch {
@@ -101,7 +114,7 @@ func (b *Backend) releaseOp(s *session, hash int64, owner driver.Owner, shared, 
 	if stmt == stRelease {
 		o.group = &groupArgs{kind: groupRelease, hash: hash, owner: []byte(owner)}
 	}
-	return s.enqueue(o)
+	return o
 }
 
 // remoteRelease releases by owner through the lock table.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/lockx-go/lockx/lockx/driver"
 )
 
@@ -18,16 +19,18 @@ import (
 // the Backend closes, its connection is closed first, which ends every lock
 // on it on the server.
 //
-// One goroutine owns the connection. Callers queue statements; the goroutine
-// sends everything queued as one pipeline (each statement followed by its own
-// Sync, so each is its own implicit transaction) and hands out the results.
-// Concurrent lock operations thus share round trips, and a few sessions carry
-// the load of many goroutines.
+// One goroutine owns the connection, but for a caller that has claimed an
+// idle wait session to run its own statement (claim). Callers queue
+// statements; the goroutine sends everything queued as one pipeline (each
+// statement followed by its own Sync, so each is its own implicit
+// transaction) and hands out the results. Concurrent lock operations thus
+// share round trips, and a few sessions carry the load of many goroutines.
 //
 // Statements never run under a caller's context: pgx closes a connection
 // whose context ends mid-statement, which would free every lock on it. They
 // run under the statement timeout instead, and a caller that stops waiting
-// leaves the statement to finish (see Backend.acquire).
+// leaves the statement to finish (see Backend.acquire; a caller reading its
+// own blocking acquisition hands the rest of the read over, driveWait).
 type session struct {
 	b   *Backend
 	idx int
@@ -49,6 +52,12 @@ type session struct {
 	queue  []*op
 	dead   bool
 	killed bool
+	// executing: the session's goroutine is running a batch; driven: a
+	// caller is running one itself (claim).
+	executing bool
+	driven    bool
+	resume    *waitRead  // a blocking acquisition's read, cut by its caller (driveWait)
+	undriven  *sync.Cond // on mu: signalled when driven ends
 
 	wake chan struct{}
 }
@@ -155,6 +164,12 @@ func (s *session) isDead() bool {
 	return s.dead
 }
 
+func (s *session) isDriven() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.driven
+}
+
 func (s *session) isKilled() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -164,6 +179,9 @@ func (s *session) isKilled() bool {
 func (s *session) take() []*op {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.driven {
+		return nil // the caller wakes the session when it is done
+	}
 	n := min(len(s.queue), maxBatch)
 	// A blocking acquisition travels alone: the results of a batch are
 	// handed out together, and nothing should wait for its lock.
@@ -173,6 +191,7 @@ func (s *session) take() []*op {
 			break
 		}
 	}
+	s.executing = n > 0
 	batch := make([]*op, n)
 	copy(batch, s.queue)
 	s.queue = s.queue[n:]
@@ -240,8 +259,14 @@ func (s *session) run() {
 		}
 		last := 0
 		for {
-			if s.isKilled() {
+			if s.isDead() {
+				return // ended by a caller driving it
+			}
+			if s.isKilled() && !s.isDriven() {
 				s.die(errKilled, nil)
+				return
+			}
+			if !s.resumeRead() {
 				return
 			}
 			s.settle(last)
@@ -258,9 +283,171 @@ func (s *session) run() {
 			for i, o := range batch {
 				o.fin(results[i])
 			}
+			s.mu.Lock()
+			s.executing = false
+			s.mu.Unlock()
 		}
 		health.Reset(s.b.cfg.health)
 	}
+}
+
+// A caller may run its statements on a wait session itself (claim, drive,
+// driveWait) rather than hand them to the session's goroutine: a hot key's
+// handoff then wakes the waiter's goroutine alone, as a bare blocking
+// pg_advisory_lock would, where a goroutine of the session's would read the
+// grant and wake the caller, and the release would wake it and be woken
+// back: four goroutine hand-overs per handoff, for each of which the Go
+// scheduler may wake a second thread. On the 2-core bench machine that was
+// about a context switch and a tenth of the client CPU per handoff
+// (docs/backends.md, "The waiter reads its own grant").
+
+// claim lets the caller run statements on s itself: true if s is alive,
+// nothing is queued and its goroutine runs no batch. The caller then owns
+// the connection until drive or driveWait returns.
+func (s *session) claim() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead || s.killed || s.driven || s.executing || s.resume != nil || len(s.queue) > 0 {
+		return false
+	}
+	s.driven = true
+	return true
+}
+
+// unclaim gives the connection back to the session's goroutine, with r (if
+// not nil) for it to finish reading, and wakes it if it has work.
+func (s *session) unclaim(r *waitRead) {
+	s.mu.Lock()
+	s.driven = false
+	s.resume = r
+	work := r != nil || len(s.queue) > 0 || s.killed
+	s.undriven.Broadcast()
+	s.mu.Unlock()
+	if work {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// drive runs ops on the caller's goroutine as the session's goroutine would
+// (see claim). Like every statement of a session it runs under the
+// statement timeout, not the caller's context.
+func (s *session) drive(ops []*op) {
+	results, fatal := s.exec(ops, s.b.cfg.stmtTimeout)
+	if fatal != nil {
+		s.die(fatal, ops)
+		s.unclaim(nil)
+		return
+	}
+	for i, o := range ops {
+		o.fin(results[i])
+	}
+	s.unclaim(nil)
+}
+
+// driveWait runs the blocking acquisition o on the caller's goroutine (see
+// claim). A caller whose context ends must return at once, while the
+// statement goes on in the server until its wait slice ends: the read is
+// cut by a deadline on the connection, which pgconn survives (a timeout
+// leaves the connection open and a half-read message where it was), and
+// the session's goroutine reads the rest and runs o.fin, which gives back a
+// grant nobody waits for. Cutting the read, unlike a cancel request, cannot
+// hit a later statement.
+func (s *session) driveWait(ctx context.Context, o *op) {
+	conn := s.pg.Conn()
+	_ = conn.SetReadDeadline(time.Now().Add(s.b.cfg.stmtTimeout))
+	fe := s.pg.Frontend()
+	fe.SendBind(&pgproto3.Bind{PreparedStatement: o.stmt, ParameterFormatCodes: binaryFormats[:len(o.args)],
+		Parameters: o.args, ResultFormatCodes: binaryResults})
+	fe.SendExecute(&pgproto3.Execute{})
+	fe.SendSync(&pgproto3.Sync{})
+	r := &waitRead{o: o}
+	if err := fe.Flush(); err != nil {
+		s.die(err, []*op{o})
+		s.unclaim(nil)
+		return
+	}
+	cut := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		_ = conn.SetReadDeadline(time.Now())
+		close(cut)
+	})
+	err := r.read(s.pg)
+	if !stop() {
+		<-cut // the deadline is set: a later one must not be overwritten by it
+	}
+	switch {
+	case err == nil:
+		_ = conn.SetReadDeadline(time.Time{})
+		o.fin(r.res)
+		s.unclaim(nil)
+	case pgconn.Timeout(err) && ctx.Err() != nil:
+		// Cut: the session's goroutine reads on (session.run).
+		s.unclaim(r)
+	default:
+		s.die(err, []*op{o})
+		s.unclaim(nil)
+	}
+}
+
+// waitRead is the reading of one blocking acquisition's result, which may
+// be cut (driveWait) and taken up again.
+type waitRead struct {
+	o   *op
+	res result
+	row bool
+}
+
+// read reads up to the statement's ReadyForQuery. On an error (a timeout,
+// when the read was cut) it may be called again and goes on where it was.
+func (r *waitRead) read(pg *pgconn.PgConn) error {
+	for {
+		msg, err := pg.ReceiveMessage(context.Background())
+		if err != nil {
+			return err
+		}
+		switch m := msg.(type) {
+		case *pgproto3.DataRow:
+			if !r.row {
+				r.row = true
+				w := parseRow(m.Values)
+				r.res.vals, r.res.null = w.vals, w.null
+			}
+		case *pgproto3.CommandComplete:
+			r.res.rows = pgconn.NewCommandTag(string(m.CommandTag)).RowsAffected()
+		case *pgproto3.ErrorResponse:
+			r.res.err = pgconn.ErrorResponseToPgError(m)
+		case *pgproto3.ReadyForQuery:
+			return nil
+		}
+	}
+}
+
+// resumeRead finishes, on the session's goroutine, a read its caller cut
+// (driveWait); false if the session died.
+func (s *session) resumeRead() bool {
+	s.mu.Lock()
+	r := s.resume
+	s.resume = nil
+	s.executing = r != nil // no caller may claim s meanwhile
+	s.mu.Unlock()
+	if r == nil {
+		return true
+	}
+	conn := s.pg.Conn()
+	_ = conn.SetReadDeadline(time.Now().Add(s.b.cfg.stmtTimeout))
+	if err := r.read(s.pg); err != nil {
+		s.die(err, []*op{r.o})
+		return false
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	r.o.fin(r.res)
+	s.mu.Lock()
+	s.executing = false
+	s.mu.Unlock()
+	return true
 }
 
 // wire is one statement sent for one or more ops.
@@ -460,24 +647,29 @@ func readResult(p *pgconn.Pipeline) rowSet {
 	}
 	var rs rowSet
 	for rr.NextRow() {
-		vals := rr.Values()
-		r := row{vals: make([]int64, len(vals)), null: make([]bool, len(vals))}
-		for j, v := range vals {
-			switch len(v) {
-			case 8:
-				r.vals[j] = int64(binary.BigEndian.Uint64(v))
-			case 4:
-				r.vals[j] = int64(int32(binary.BigEndian.Uint32(v)))
-			default:
-				r.null[j] = v == nil
-			}
-		}
-		rs.all = append(rs.all, r)
+		rs.all = append(rs.all, parseRow(rr.Values()))
 	}
 	tag, err := rr.Close()
 	rs.rows = tag.RowsAffected()
 	rs.err = err
 	return rs
+}
+
+// parseRow reads a row's columns, sent in binary: int8 and int4 as numbers,
+// SQL NULL (and any other column) as null.
+func parseRow(vals [][]byte) row {
+	r := row{vals: make([]int64, len(vals)), null: make([]bool, len(vals))}
+	for j, v := range vals {
+		switch len(v) {
+		case 8:
+			r.vals[j] = int64(binary.BigEndian.Uint64(v))
+		case 4:
+			r.vals[j] = int64(int32(binary.BigEndian.Uint32(v)))
+		default:
+			r.null[j] = v == nil
+		}
+	}
+	return r
 }
 
 // readSync consumes the Sync that follows every statement. An error reported
@@ -503,6 +695,15 @@ func readSync(p *pgconn.Pipeline) error {
 // server, so the Backend reports them lost before failing the queued ops.
 func (s *session) die(cause error, batch []*op) {
 	s.mu.Lock()
+	if s.dead {
+		// Ended already (by a caller driving it, or its goroutine).
+		s.mu.Unlock()
+		err := fmt.Errorf("%w: %w", errSessionLost, cause)
+		for _, o := range batch {
+			o.fin(result{err: err})
+		}
+		return
+	}
 	s.dead = true
 	queued := s.queue
 	s.queue = nil
@@ -522,6 +723,16 @@ func (s *session) die(cause error, batch []*op) {
 // lock of the session (telling waiters) and remove its rows before closing
 // the connection, so that the locks are free when Close returns.
 func (s *session) shutdown() {
+	s.mu.Lock()
+	for s.driven {
+		// A caller's statement, bounded by the statement timeout (a blocking
+		// acquisition by its wait slice), or the caller's context.
+		s.undriven.Wait()
+	}
+	s.mu.Unlock()
+	if !s.resumeRead() {
+		return // died: nothing left to free
+	}
 	s.mu.Lock()
 	s.dead = true
 	queued := s.queue
