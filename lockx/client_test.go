@@ -198,6 +198,55 @@ func TestWatchdogBatchesRenewals(t *testing.T) {
 	}
 }
 
+// shortGrant grants with a TTL below the lease asked for, as a fair
+// handoff of redislock does (the queue entry's lease, at most the queue TTL).
+type shortGrant struct {
+	*flaky
+	ttl time.Duration
+}
+
+func (s shortGrant) Acquire(ctx context.Context, req driver.Request) (driver.Result, error) {
+	res, err := s.flaky.Acquire(ctx, req)
+	if res.Acquired && s.ttl < req.Lease {
+		res.TTL = s.ttl
+	}
+	return res, err
+}
+
+// TestWatchdogShortGrantOnItsOwnSchedule: a grant that carries less than
+// the lease is renewed a third into its own validity, like any lease, not
+// at once: its window was once a twelfth of the full lease, more than a
+// third of a short grant's validity, so every such grant was renewed right
+// after it was taken (an extra round trip per hot-key handoff held for
+// more than a moment). It is renewed in time all the same.
+func TestWatchdogShortGrantOnItsOwnSchedule(t *testing.T) {
+	f := newFlaky()
+	c := lockx.New(shortGrant{flaky: f, ttl: 2 * time.Second})
+	defer c.Close()
+	ctx := context.Background()
+	l, err := c.Acquire(ctx, "handed", lockx.WithWatchdog(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := f.extendCalls.Load(); n != 0 {
+		t.Fatalf("a 2 s grant of a 30 s lease was renewed %d times within 100 ms", n)
+	}
+	for deadline := time.Now().Add(1900 * time.Millisecond); f.extendCalls.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a 2 s grant was not renewed within 1.9 s")
+		}
+	}
+	select {
+	case <-l.Lost():
+		t.Fatal("the short grant was lost")
+	default:
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestWatchdogLingers: the watchdog's goroutine outlives the last lock it
 // renews for a while, so that a client taking and freeing locks in turn (a
 // hot key's waiter) does not start a goroutine for every lock; once it has

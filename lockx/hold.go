@@ -68,10 +68,15 @@ type hold struct {
 	lease      time.Duration
 	validUntil time.Time // local: grant start + lease − drift
 	nextRenew  time.Time
-	renewing   bool      // a watchdog renewal of this hold is in flight (and w.mu)
-	renewFrom  time.Time // when that renewal was collected: its next renewal is about lease/3 later (and w.mu)
-	finished   bool
-	stopLoss   func() // ends a LossNotifier arrangement
+	// period is the validity nextRenew counts a third of: the grant's TTL
+	// (a fair handoff may carry less than lease), then lease once renewed.
+	// The watchdog's window is a fraction of it, not of lease: a 5 s
+	// handoff of a 30 s lease is renewed after about 1.7 s, not at once.
+	period    time.Duration
+	renewing  bool      // a watchdog renewal of this hold is in flight (and w.mu)
+	renewFrom time.Time // when that renewal was collected: its next renewal is about lease/3 later (and w.mu)
+	finished  bool
+	stopLoss  func() // ends a LossNotifier arrangement
 	// lost is Lost's channel, made on first use (most holders never ask);
 	// lostClosed records that markLost closed it, or would have.
 	lost       chan struct{}
@@ -133,6 +138,7 @@ func (h *hold) init(ctx context.Context, a *acquisition) {
 	h.first.h = h
 	h.validUntil = a.start.Add(lease - h.drift(lease))
 	h.nextRenew = a.start.Add(lease / 3)
+	h.period = lease
 }
 
 // drift is the clock-drift allowance for lease (see WithDrift).
@@ -228,7 +234,7 @@ func (h *hold) renewed(start time.Time, lease time.Duration) {
 		h.mu.Unlock()
 		return
 	}
-	h.lease = lease
+	h.lease, h.period = lease, lease
 	h.validUntil = start.Add(lease - h.drift(lease))
 	h.nextRenew = start.Add(lease / 3)
 	h.c.exp.update(h, h.validUntil)

@@ -109,7 +109,7 @@ const watchdogLinger = time.Second
 // renewWake is when the loop wakes for h's renewal: one window before it is
 // due (collect then renews it with every lock due within the next window).
 // Callers hold h.mu.
-func renewWake(h *hold) time.Time { return h.nextRenew.Add(-h.lease / batchWindow) }
+func renewWake(h *hold) time.Time { return h.nextRenew.Add(-h.period / batchWindow) }
 
 func (w *watchdog) loop() {
 	defer w.wg.Done()
@@ -171,7 +171,7 @@ func (w *watchdog) collect(now time.Time) (due []*hold, wait time.Duration, ok b
 		until := renewWake(h).Sub(now)
 		switch {
 		case h.renewing: // its group's call has not returned yet
-		case left <= 2*(h.lease/batchWindow):
+		case left <= 2*(h.period/batchWindow):
 			h.renewing = true
 			h.renewFrom = now
 			due = append(due, h)
