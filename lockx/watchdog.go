@@ -10,12 +10,12 @@ import (
 	"github.com/lockx-go/lockx/lockx/driver"
 )
 
-// watchdog renews the leases of a client's watchdog-mode locks at lease/3.
-// One goroutine per client serves every lock; it runs while there is a lock
-// to renew, and for watchdogLinger after the last one went, and renews all locks that are due (or nearly due) together,
-// in one round trip when the backend is a BatchExtender — or in one round
-// trip per independent group, concurrently, when it is also an
-// ExtendPartitioner (renew).
+// watchdog renews the leases of a client's watchdog-mode locks at a third
+// of their validity. One goroutine per client serves every lock; it runs
+// while there is a lock to renew (and watchdogLinger longer), and renews
+// all locks that are due (or nearly due) together, in one round trip when
+// the backend is a BatchExtender — or in one round trip per independent
+// group, concurrently, when it is also an ExtendPartitioner (renew).
 type watchdog struct {
 	c       *Client
 	mu      sync.Mutex
@@ -26,7 +26,7 @@ type watchdog struct {
 	// lock whose renewal comes after the next wake-up costs no wake-up.
 	wakeAt time.Time
 	// idleSince is when the loop first found no lock to renew (zero while
-	// it has some): it ends once that has lasted watchdogLinger.
+	// it has some): it ends once that has lasted linger.
 	idleSince time.Time
 	linger    time.Duration // watchdogLinger; tests shorten it
 	starts    atomic.Int64  // goroutines started (tests)
