@@ -74,7 +74,7 @@ func (b *Backend) Release(ctx context.Context, key string, owner driver.Owner) e
 	b.wakeReleasedLocked(hash)
 	b.mu.Unlock()
 	if drive != nil {
-		s.drive([]*op{drive})
+		s.drive(drive)
 	}
 	if ch != nil {
 		if r := await(ch); r.err != nil && !s.isDead() {

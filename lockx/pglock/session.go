@@ -331,19 +331,18 @@ func (s *session) unclaim(r *waitRead) {
 	}
 }
 
-// drive runs ops on the caller's goroutine as the session's goroutine would
+// drive runs o on the caller's goroutine as the session's goroutine would
 // (see claim). Like every statement of a session it runs under the
 // statement timeout, not the caller's context.
-func (s *session) drive(ops []*op) {
-	results, fatal := s.exec(ops, s.b.cfg.stmtTimeout)
+func (s *session) drive(o *op) {
+	batch := []*op{o}
+	results, fatal := s.exec(batch, s.b.cfg.stmtTimeout)
 	if fatal != nil {
-		s.die(fatal, ops)
+		s.die(fatal, batch)
 		s.unclaim(nil)
 		return
 	}
-	for i, o := range ops {
-		o.fin(results[i])
-	}
+	o.fin(results[0])
 	s.unclaim(nil)
 }
 
@@ -357,7 +356,9 @@ func (s *session) drive(ops []*op) {
 // hit a later statement.
 func (s *session) driveWait(ctx context.Context, o *op) {
 	conn := s.pg.Conn()
-	_ = conn.SetReadDeadline(time.Now().Add(s.b.cfg.stmtTimeout))
+	// The statement timeout bounds the write and the read, as it bounds a
+	// batch of the session's goroutine; the caller's context cuts the read.
+	_ = conn.SetDeadline(time.Now().Add(s.b.cfg.stmtTimeout))
 	fe := s.pg.Frontend()
 	fe.SendBind(&pgproto3.Bind{PreparedStatement: o.stmt, ParameterFormatCodes: binaryFormats[:len(o.args)],
 		Parameters: o.args, ResultFormatCodes: binaryResults})
@@ -380,7 +381,7 @@ func (s *session) driveWait(ctx context.Context, o *op) {
 	}
 	switch {
 	case err == nil:
-		_ = conn.SetReadDeadline(time.Time{})
+		_ = conn.SetDeadline(time.Time{})
 		o.fin(r.res)
 		s.unclaim(nil)
 	case pgconn.Timeout(err) && ctx.Err() != nil:
@@ -437,12 +438,12 @@ func (s *session) resumeRead() bool {
 		return true
 	}
 	conn := s.pg.Conn()
-	_ = conn.SetReadDeadline(time.Now().Add(s.b.cfg.stmtTimeout))
+	_ = conn.SetDeadline(time.Now().Add(s.b.cfg.stmtTimeout))
 	if err := r.read(s.pg); err != nil {
 		s.die(err, []*op{r.o})
 		return false
 	}
-	_ = conn.SetReadDeadline(time.Time{})
+	_ = conn.SetDeadline(time.Time{})
 	r.o.fin(r.res)
 	s.mu.Lock()
 	s.executing = false
