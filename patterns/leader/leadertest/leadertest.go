@@ -333,7 +333,7 @@ func testObserve(t *testing.T, newClient NewClient) {
 					case <-time.After(poll):
 					}
 					if minDone && observedTerm(tm.Token()) {
-						break
+						break holding
 					}
 				}
 				s.rcall = now()
