@@ -264,10 +264,10 @@ func (b *Backend) attempt(ctx context.Context, s *session, hash int64, req drive
 // back.
 const defaultWaitSlice = 200 * time.Millisecond
 
-// hotFor is how long a refusal marks a key as contended, so that the next
-// waiting attempt goes straight to a wait session instead of first trying
-// on the holder session (a try that fails while anyone queues in the
-// server).
+// hotFor is how long a refusal, or a grant on a wait session, marks a key
+// as contended, so that the next waiting attempt goes straight to a wait
+// session instead of first trying on the holder session (a try that fails
+// while anyone queues in the server).
 const hotFor = time.Second
 
 // markRefused records a refused attempt on hash. The record is bounded:
@@ -383,6 +383,14 @@ func (b *Backend) granted(s *session, sl *slot, p *pending, hash int64, req driv
 		}
 		b.wakeLocked(hash, "")
 	default:
+		if s.waiting {
+			// Granted on a wait session: the key was contended, and its
+			// waiters now queue in the server, where none is refused. Keep
+			// the mark fresh, or once it lapsed every waiter's next attempt
+			// would try on its holder session first, be refused there, and
+			// queue at the back.
+			b.markRefused(hash, time.Now())
+		}
 		h := &hold{hash: hash, key: req.Key, owner: req.Owner, token: driver.Token(r.val(0)), shared: shared,
 			sess: s, deadline: start.Add(req.Lease), since: start}
 		h.lease.Arm(req.Lease, func() { b.expire(h) })

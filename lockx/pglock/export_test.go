@@ -15,6 +15,14 @@ const FenceMargin = fenceMargin
 // FairStatements is how many statements fair attempts have sent.
 func (b *Backend) FairStatements() int64 { return b.fairSent.Load() }
 
+// Contended reports whether key is marked as contended: a waiting attempt
+// goes straight to a wait session (hotFor).
+func (b *Backend) Contended(key string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return time.Since(b.refused[b.hash(key)]) < hotFor
+}
+
 // Connected reports how many holder and wait sessions are connected and
 // whether the listener is up.
 func (b *Backend) Connected() (holder, wait int, listening bool) {

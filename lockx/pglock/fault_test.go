@@ -249,24 +249,6 @@ func TestCutWaitKeepsWaitSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The pid of the session waiting for an advisory lock in the server.
-	blocked := func() int {
-		t.Helper()
-		q := `SELECT a.pid FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
-WHERE l.locktype = 'advisory' AND NOT l.granted AND a.application_name = $1`
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			var pid int
-			err := e.pool.QueryRow(ctxT(t, 5*time.Second), q, e.schema).Scan(&pid)
-			if err == nil {
-				return pid
-			}
-			if !errors.Is(err, pgx.ErrNoRows) || time.Now().After(deadline) {
-				t.Fatalf("no session waits in the server: %v", err)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
 	first := 0
 	for i := 0; i < 5; i++ {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -275,7 +257,7 @@ WHERE l.locktype = 'advisory' AND NOT l.granted AND a.application_name = $1`
 			_, err := waiter.Acquire(ctx, "cut")
 			done <- err
 		}()
-		pid := blocked()
+		pid := waitBlocked(t, e)
 		if first == 0 {
 			first = pid
 		} else if pid != first {

@@ -177,6 +177,70 @@ func firstWaitQueues(t *testing.T, conns int32) {
 
 // Shared holds coexist, exclude exclusive ones within a process and across
 // processes, and are released one owner at a time.
+// A grant on a wait session keeps its key marked as contended, although its
+// waiter was refused more than hotFor (1 s) ago: on a hot key whose waiters
+// all queue in the server none is refused any more, and a mark that lapsed
+// sent every waiter's next attempt to the holder session first, to be
+// refused there and queue at the back.
+func TestWaitGrantKeepsKeyContended(t *testing.T) {
+	e := newEnv(t, 20)
+	holder, _ := e.client(t)
+	waiter, wb := e.client(t, pglock.WithWaitSlice(time.Minute))
+	ctx := ctxT(t, 20*time.Second)
+	l, err := holder.Acquire(ctx, "queued")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *lockx.Lock, 1)
+	go func() {
+		l2, err := waiter.Acquire(ctx, "queued", lockx.WithBackoff(10*time.Second, 10*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l2
+	}()
+	// Refused, the waiter queues in the server; the refusal's mark lapses.
+	waitBlocked(t, e)
+	time.Sleep(1200 * time.Millisecond)
+	if wb.Contended("queued") {
+		t.Fatal("the refusal's mark did not lapse after 1.2 s")
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l2 := <-got
+	if l2 == nil {
+		t.FailNow()
+	}
+	defer l2.Release(context.Background())
+	if l2.Token() <= l.Token() {
+		t.Fatalf("token %d after %d", l2.Token(), l.Token())
+	}
+	if !wb.Contended("queued") {
+		t.Fatal("a grant on a wait session left its key unmarked: the next wait tries on the holder session first")
+	}
+}
+
+// waitBlocked waits until a session of e's schema waits for an advisory
+// lock in the server, and returns its pid.
+func waitBlocked(t *testing.T, e *env) int {
+	t.Helper()
+	q := `SELECT a.pid FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND NOT l.granted AND a.application_name = $1`
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var pid int
+		err := e.pool.QueryRow(ctxT(t, 5*time.Second), q, e.schema).Scan(&pid)
+		if err == nil {
+			return pid
+		}
+		if !errors.Is(err, pgx.ErrNoRows) || time.Now().After(deadline) {
+			t.Fatalf("no session waits in the server: %v", err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func TestSharedLocks(t *testing.T) {
 	e := newEnv(t, 20)
 	b1 := e.backend(t)
